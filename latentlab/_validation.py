@@ -1,0 +1,66 @@
+"""Input checks shared by every estimator: one place, one wording."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import validate_data
+
+__all__ = [
+    "check_data",
+    "check_n_components",
+    "check_option",
+    "check_no_empty_rows",
+    "check_no_empty_columns",
+]
+
+
+def check_option(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"Unknown {name}={value!r}; expected one of {sorted(allowed)}")
+
+
+def check_data(estimator, X, *, reset: bool, allow_nan: bool, min_samples: int = 1):
+    """Validate X as a 2-D float array (NaN allowed only when the model handles it).
+
+    Infinite values are always rejected; scikit-learn's message names them.
+    """
+    X = validate_data(
+        estimator,
+        X,
+        reset=reset,
+        dtype=np.float64,
+        ensure_all_finite="allow-nan" if allow_nan else True,
+        ensure_min_samples=min_samples,
+    )
+    return np.asarray(X, dtype=np.float64)
+
+
+def check_no_empty_rows(mask: np.ndarray) -> None:
+    empty = np.flatnonzero(~mask.any(axis=1))
+    if empty.size:
+        shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
+        raise ValueError(
+            f"X has {empty.size} row(s) with every entry missing (NaN): rows {shown}. "
+            "Drop them; they carry no information."
+        )
+
+
+def check_no_empty_columns(mask: np.ndarray) -> None:
+    empty = np.flatnonzero(~mask.any(axis=0))
+    if empty.size:
+        shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
+        raise ValueError(
+            f"X has {empty.size} column(s) with every entry missing (NaN): columns {shown}. "
+            "Drop them before fitting."
+        )
+
+
+def check_n_components(n_components: int, low: int, high: int, why: str) -> int:
+    if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
+        raise ValueError(f"n_components must be an integer, got {n_components!r}")
+    if not low <= n_components <= high:
+        raise ValueError(
+            f"n_components={n_components} is out of range: it must satisfy "
+            f"{low} <= n_components <= {high} ({why})"
+        )
+    return int(n_components)

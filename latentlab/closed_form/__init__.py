@@ -1,0 +1,1 @@
+"""Closed-form methods as pure jit-compiled JAX functions."""

@@ -1,0 +1,5 @@
+"""scikit-learn style estimators over the inference engines and closed forms."""
+
+from latentlab.estimators.ppca import PPCA
+
+__all__ = ["PPCA"]

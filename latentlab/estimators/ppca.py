@@ -1,0 +1,319 @@
+"""``latentlab.PPCA``: probabilistic PCA fitted by EM, in closed form, or by MAP/SVI."""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import (
+    check_data,
+    check_n_components,
+    check_no_empty_columns,
+    check_no_empty_rows,
+    check_option,
+)
+from latentlab.estimators.base import jax_key, to_numpy
+from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
+from latentlab.inference.em import run_em
+from latentlab.models import ppca
+from latentlab.models.gaussian_latent import canonical_loadings, summarise
+
+__all__ = ["PPCA"]
+
+METHODS = ("em", "closed_form", "map", "svi")
+
+
+@partial(jax.jit, static_argnames=("n_features", "n_components"))
+def _random_starts(keys, n_features, n_components, total_variance):
+    start = partial(ppca.init_params, n_features=n_features, n_components=n_components)
+    return jax.vmap(lambda key: start(key, total_variance=total_variance))(keys)
+
+
+_canonical_loadings = jax.jit(canonical_loadings)
+
+
+class PPCA(GaussianLatentEstimator):
+    """Probabilistic principal component analysis (Tipping & Bishop 1999).
+
+    ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma2 I)``, declared
+    once in :func:`latentlab.models.ppca.ppca_model`.  NaN entries in ``X`` are missing
+    values: every method except ``"closed_form"`` fits the exact likelihood of the
+    observed entries, and :meth:`impute` fills them in with calibrated uncertainty.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of latent dimensions K, with ``1 <= K <= min(n_samples, n_features) - 1``
+        (the noise variance is estimated from the discarded directions).  ``None``
+        takes the largest allowed value.
+    method : {"em", "closed_form", "map", "svi"}, default="em"
+        ``"em"``: jit-compiled EM with exact posterior moments.  ``"closed_form"``: the
+        Tipping-Bishop eigen-solution (complete data only).  ``"map"``: gradient-based
+        point estimate (AutoDelta) on the same NumPyro model; with ``prior=False`` it is
+        maximum likelihood.  ``"svi"``: mean-field Gaussian posterior (AutoNormal) with
+        the priors on; ``params_`` then holds posterior medians and ``log_likelihoods_``
+        the ELBO.
+    tol : float, default=1e-8
+        EM stops when the mean per-sample log-likelihood changes by less than this
+        between two (SQUAREM-accelerated) iterations.
+    max_iter : int, default=2000
+        Maximum number of EM iterations.
+    n_init : int, default=1
+        Number of random starts (EM and MAP); the best log-likelihood is kept.
+    prior : bool, default=False
+        For ``method="map"``: include the priors of the declaration (MAP) or not (ML).
+        The priors act on the data after a global rescaling to unit mean variance.
+    svi_steps : int, default=3000
+        Optimisation steps for ``"map"`` and ``"svi"``.
+    learning_rate : float, default=0.05
+        Initial Adam step size for ``"map"`` and ``"svi"`` (decays 50-fold).
+    random_state : int, RandomState or None, default=None
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the computation; float64 does not change JAX's global config.
+    verbose : int, default=0
+        If > 0, print the EM objective every ``verbose`` iterations.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_features)
+        Loadings ``W^T``, rotated to orthogonal columns ordered by norm, each with its
+        largest-magnitude entry positive.
+    mean_ : ndarray (n_features,)
+    noise_variance_ : float
+    explained_variance_ : ndarray (n_components,)
+        Model variance along each loading direction, ``||w_k||^2 + sigma2``.
+    log_likelihoods_ : ndarray (n_iter_,)
+        Fit objective after each iteration; the last entry is at the returned
+        parameters (for EM and closed form it equals ``n_samples * score(X)``).
+    n_iter_, converged_ : int, bool
+    params_ : dict
+        Fitted values by NumPyro site name (``W`` (d, K), ``mu``, ``sigma2``).
+    model_ : callable
+        The NumPyro model with its static settings bound; ``model_(X)``.
+
+    Notes
+    -----
+    ``score`` is the exact ML log-likelihood.  scikit-learn's ``PCA.score`` uses the
+    same formula but with ddof=1 eigenvalues, so the two differ slightly even for the
+    same data; see ``tests/test_ppca.py`` for the exact correspondence.
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> X = np.random.default_rng(0).normal(size=(200, 6)) @ np.diag([3, 2, 1, 1, 1, 1])
+    >>> model = latentlab.PPCA(n_components=2, random_state=0).fit(X)
+    >>> model.components_.shape
+    (2, 6)
+    """
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        method="em",
+        tol=1e-8,
+        max_iter=2000,
+        n_init=1,
+        prior=False,
+        svi_steps=3000,
+        learning_rate=0.05,
+        random_state=None,
+        dtype="float64",
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.prior = prior
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.dtype = dtype
+        self.verbose = verbose
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def _check_settings(self, n_samples, n_features):
+        check_option("method", self.method, METHODS)
+        high = min(n_samples, n_features) - 1
+        if high < 1:
+            raise ValueError(
+                "PPCA needs at least 2 samples and 2 features; got "
+                f"n_samples={n_samples}, n_features={n_features}"
+            )
+        K = high if self.n_components is None else self.n_components
+        K = check_n_components(K, 1, high, "min(n_samples, n_features) - 1")
+        for name in ("max_iter", "n_init", "svi_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+        return K
+
+    def fit(self, X, y=None):
+        """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
+        X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
+        mask = ~np.isnan(X)
+        check_no_empty_rows(mask)
+        check_no_empty_columns(mask)
+        n, d = X.shape
+        K = self._check_settings(n, d)
+        if self.method == "closed_form" and not mask.all():
+            raise ValueError(
+                "method='closed_form' needs complete data but X has missing values (NaN); "
+                "use method='em' (or 'map'/'svi'), which fit the observed entries exactly"
+            )
+        # Work on data centred at the observed column means: keeps the row sums
+        # free of cancellation; the shift is added back to mu at the end.
+        shift = np.nanmean(X, axis=0)
+        Xc = np.where(mask, X - shift, np.nan)
+        total_variance = float(np.mean(np.nanvar(Xc, axis=0)))
+        self.n_components_ = K
+        with self._precision():
+            if self.method in ("em", "closed_form"):
+                params, trace, n_iter, converged = self._fit_em(Xc, mask, K, total_variance)
+            else:
+                params, trace, n_iter, converged = self._fit_svi(Xc, mask, K, total_variance)
+            W = to_numpy(_canonical_loadings(jnp.asarray(params.W)))
+        self.params_ = {
+            "W": W,
+            "mu": to_numpy(params.mu) + shift,
+            "sigma2": to_numpy(params.sigma2),
+        }
+        self.log_likelihoods_ = to_numpy(trace)
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        if not self.converged_ and self.method == "em":
+            warnings.warn(
+                f"PPCA EM did not converge within max_iter={self.max_iter} iterations "
+                f"(tol={self.tol}); increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _fit_em(self, Xc, mask, K, total_variance):
+        data = summarise(Xc, mask)
+        dtype = data.X.dtype
+        if self.method == "closed_form":
+            c = data.complete
+            params = ppca.ml_params(c.n, c.sum_x, c.sum_xx, n_components=K)
+            _, loglik = ppca.e_step(params, data, self._hyper(total_variance, dtype))
+            return params, jnp.reshape(loglik, (1,)), 0, True
+        keys = jax.random.split(jax_key(self.random_state), self.n_init)
+        starts = _random_starts(keys, Xc.shape[1], K, jnp.asarray(total_variance, dtype))
+        result = run_em(
+            ppca.e_step,
+            ppca.m_step,
+            starts,
+            data,
+            self._hyper(total_variance, dtype),
+            jnp.asarray(Xc.shape[0], dtype),
+            jnp.asarray(self.tol, dtype),
+            max_iter=int(self.max_iter),
+            verbose=int(self.verbose),
+        )
+        n_iter = int(result.n_iter)
+        return result.params, result.trace[:n_iter], n_iter, result.converged
+
+    @staticmethod
+    def _hyper(total_variance, dtype):
+        floor = max(1e-10 * total_variance, 1e-12)
+        return ppca.Hyper(variance_floor=jnp.asarray(floor, dtype))
+
+    def _fit_svi(self, Xc, mask, K, total_variance):
+        from numpyro.infer.util import log_density
+
+        from latentlab.inference.svi import fit_svi
+
+        # PPCA is equivariant under a global rescaling; optimise at unit mean variance.
+        scale = np.sqrt(total_variance) if total_variance > 0 else 1.0
+        Xs = jnp.asarray(Xc / scale)
+        use_prior = self.method == "svi" or bool(self.prior)
+        model = partial(
+            ppca.ppca_model, n_components=K, has_missing=not mask.all(), use_prior=use_prior
+        )
+        log_jacobian = mask.sum() * np.log(scale)  # density of x vs density of x / scale
+        keys = jax.random.split(jax_key(self.random_state), self.n_init)
+        best = None
+        for i, key in enumerate(keys):
+            start = ppca.init_params(key, Xc.shape[1], K, jnp.asarray(1.0, Xs.dtype))
+            fit = fit_svi(
+                model,
+                Xs,
+                guide="delta" if self.method == "map" else "normal",
+                num_steps=int(self.svi_steps),
+                learning_rate=self.learning_rate,
+                init_values=start._asdict(),
+                seed=int(jax.random.randint(key, (), 0, 2**30)) + i,
+            )
+            objective, _ = log_density(model, (Xs,), {}, fit.params)
+            if best is None or objective > best[0]:
+                best = (objective, fit)
+        objective, fit = best
+        trace = fit.objective_trace - log_jacobian
+        if self.method == "map":  # last entry exactly at the returned parameters
+            trace = np.append(trace, float(objective) - log_jacobian)
+        p = fit.params
+        params = ppca.Params(W=p["W"] * scale, mu=p["mu"] * scale, sigma2=p["sigma2"] * scale**2)
+        return params, trace, len(trace), True
+
+    # -- fitted quantities --------------------------------------------------------------
+
+    def _noise_variance_vector(self):
+        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
+
+    def _n_parameters(self) -> int:
+        return ppca.n_parameters(self.n_features_in_, self.n_components_)
+
+    @property
+    def components_(self):
+        check_is_fitted(self)
+        return self.params_["W"].T.copy()
+
+    @property
+    def mean_(self):
+        check_is_fitted(self)
+        return self.params_["mu"].copy()
+
+    @property
+    def noise_variance_(self):
+        check_is_fitted(self)
+        return float(self.params_["sigma2"])
+
+    @property
+    def explained_variance_(self):
+        check_is_fitted(self)
+        return np.sum(self.params_["W"] ** 2, axis=0) + self.noise_variance_
+
+    @property
+    def model_(self):
+        """The NumPyro declaration with this fit's static settings bound."""
+        check_is_fitted(self)
+        return partial(ppca.ppca_model, n_components=self.n_components_)
+
+    def sample(self, n_samples: int = 1, random_state=None, return_latent: bool = False):
+        """Draw from the fitted generative model (through its NumPyro declaration)."""
+        from numpyro import handlers
+
+        check_is_fitted(self)
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        with self._precision():
+            params = {k: jnp.asarray(v) for k, v in self.params_.items()}
+            model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
+            trace = handlers.trace(model).get_trace(
+                n_samples=n_samples, n_features=self.n_features_in_, explicit_latent=True
+            )
+            X = to_numpy(trace["x"]["value"])
+            z = to_numpy(trace["z"]["value"])
+        return (X, z) if return_latent else X

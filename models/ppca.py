@@ -1,0 +1,183 @@
+"""Probabilistic PCA (Tipping & Bishop 1999), declared once.
+
+Generative story::
+
+    z_i ~ N(0, I_K)
+    x_i | z_i ~ N(W z_i + mu, sigma2 I_d)        =>   x_i ~ N(mu, W W^T + sigma2 I_d)
+
+The NumPyro function below is the single declaration.  Its observed site is the
+exact marginal over z, so its log-likelihood *is* the EM objective; ``explicit_latent``
+switches to the conditional form with z sampled, for prior/posterior predictive
+draws and SVI/NUTS over z.  Priors are switched off with ``handlers.mask`` for
+maximum likelihood and on for MAP/SVI, with the same function.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from latentlab.models.gaussian_latent import (
+    GaussianData,
+    expected_stats,
+    solve_regression,
+)
+from numpyro import handlers
+
+__all__ = [
+    "Params",
+    "ppca_model",
+    "init_params",
+    "e_step",
+    "m_step",
+    "ml_params",
+    "n_parameters",
+]
+
+SITE_NAMES = ("W", "mu", "sigma2")
+
+
+class Params(NamedTuple):
+    W: jax.Array  # (d, K) loadings
+    mu: jax.Array  # (d,) mean
+    sigma2: jax.Array  # () isotropic noise variance
+
+
+# ----------------------------------------------------------------------------- declaration
+
+
+def _observed_marginal(X, W, mu, noise_var, has_missing):
+    """The marginal of x over z as a LowRankMultivariateNormal, exact for missing entries.
+
+    ``handlers.mask`` can only drop whole rows.  For a missing coordinate we instead
+    put the observation at mu, zero that row of W and give it variance 1/(2 pi): its
+    factor in the density is then N(0 | 0, 1/(2 pi)) = 1, so the row's log-density is
+    exactly its marginal over the observed coordinates.  ``noise_var`` is (d,).
+    """
+    if not has_missing:
+        return dist.LowRankMultivariateNormal(mu, W, noise_var), X
+    observed = ~jnp.isnan(X)
+    x_filled = jnp.where(observed, X, mu)
+    cov_factor = W * observed[..., None]
+    cov_diag = jnp.where(observed, noise_var, 1.0 / (2.0 * math.pi))
+    return dist.LowRankMultivariateNormal(mu, cov_factor, cov_diag), x_filled
+
+
+def _detect_missing(X, has_missing):
+    if has_missing is not None or X is None:
+        return bool(has_missing)
+    # X must be concrete here; traced callers (SVI, NUTS) pass has_missing explicitly.
+    return bool(np.isnan(np.asarray(X)).any())
+
+
+def ppca_model(
+    X=None,
+    *,
+    n_components: int,
+    n_features: int | None = None,
+    n_samples: int | None = None,
+    use_prior: bool = False,
+    has_missing: bool | None = None,
+    explicit_latent: bool = False,
+    subsample_size: int | None = None,
+):
+    """Probabilistic PCA.  ``X`` (n, d) may hold NaN for missing entries.
+
+    Priors (active only with ``use_prior=True``; scaled for standardised data):
+    ``W_jk ~ N(0, 1)``, ``mu_j ~ N(0, 10^2)``, ``sigma2 ~ LogNormal(0, 2)``.
+    """
+    if X is not None:
+        n_samples, n_features = X.shape
+    d, K = n_features, n_components
+    has_missing = _detect_missing(X, has_missing)
+
+    with handlers.mask(mask=use_prior):
+        W = numpyro.sample("W", dist.Normal(0.0, 1.0).expand([d, K]).to_event(2))
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0).expand([d]).to_event(1))
+        sigma2 = numpyro.sample("sigma2", dist.LogNormal(0.0, 2.0))
+
+    with numpyro.plate("rows", n_samples, subsample_size=subsample_size):
+        X_batch = None if X is None else numpyro.subsample(X, event_dim=1)
+        noise_var = sigma2 * jnp.ones(d)
+        if explicit_latent:
+            z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([K]).to_event(1))
+            loc = z @ W.T + mu
+            likelihood = dist.Normal(loc, jnp.sqrt(noise_var))
+            if has_missing:
+                observed = ~jnp.isnan(X_batch)
+                X_batch = jnp.where(observed, X_batch, loc)
+                likelihood = likelihood.mask(observed)
+            numpyro.sample("x", likelihood.to_event(1), obs=X_batch)
+        else:
+            if X_batch is None:
+                marginal, obs = dist.LowRankMultivariateNormal(mu, W, noise_var), None
+            else:
+                marginal, obs = _observed_marginal(X_batch, W, mu, noise_var, has_missing)
+            numpyro.sample("x", marginal, obs=obs)
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def init_params(key, n_features: int, n_components: int, total_variance):
+    """Random start: small random loadings, sigma2 at half the average variance.
+
+    ``total_variance`` is the mean per-coordinate variance of the (centred) data.
+    """
+    total_variance = jnp.asarray(total_variance)
+    dtype = total_variance.dtype
+    scale = jnp.sqrt(total_variance / n_components)
+    W = scale * jax.random.normal(key, (n_features, n_components), dtype)
+    return Params(W=W, mu=jnp.zeros(n_features, dtype), sigma2=0.5 * total_variance)
+
+
+def n_parameters(n_features: int, n_components: int) -> int:
+    """Free parameters up to rotation of W: dK + d + 1 - K(K-1)/2."""
+    d, K = n_features, n_components
+    return d * K + d + 1 - K * (K - 1) // 2
+
+
+# ----------------------------------------------------------------------------- EM
+
+
+class Hyper(NamedTuple):
+    variance_floor: jax.Array  # lower bound on sigma2
+
+
+def e_step(params: Params, data: GaussianData, hyper: Hyper):
+    """Exact posterior moments of z (PRML 12.54-12.55) as row sums, and log p(X)."""
+    d = params.W.shape[0]
+    precision = jnp.full((d,), 1.0, params.W.dtype) / params.sigma2
+    return expected_stats(params.W, params.mu, precision, data)
+
+
+def m_step(stats, params: Params, hyper: Hyper) -> Params:
+    """Joint update of (W, mu) by per-coordinate regression, then sigma2 (PRML 12.56-12.57)."""
+    W, mu, residual = solve_regression(stats)
+    sigma2 = jnp.sum(residual) / jnp.sum(stats.count)
+    return Params(W=W, mu=mu, sigma2=jnp.maximum(sigma2, hyper.variance_floor))
+
+
+# ----------------------------------------------------------------------------- closed form
+
+
+@partial(jax.jit, static_argnames="n_components")
+def ml_params(n, sum_x, sum_xx, n_components: int) -> Params:
+    """Tipping & Bishop (1999) eq. 7-8: the ML solution from complete-data row sums.
+
+    With S the ML (ddof=0) covariance and eigenvalues l_1 >= ... >= l_d:
+    sigma2 = mean(l_{K+1..d}),  W = U_K (L_K - sigma2 I)^{1/2}.
+    """
+    mu = sum_x / n
+    cov = sum_xx / n - jnp.outer(mu, mu)  # callers pass data already centred near 0
+    eigvals, eigvecs = jnp.linalg.eigh(cov)
+    eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
+    sigma2 = jnp.mean(eigvals[n_components:])
+    W = eigvecs[:, :n_components] * jnp.sqrt(jnp.maximum(eigvals[:n_components] - sigma2, 0.0))
+    return Params(W=W, mu=mu, sigma2=sigma2)
