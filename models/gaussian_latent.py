@@ -205,34 +205,79 @@ def solve_regression(stats: RegressionStats, w_penalty=None):
 # ----------------------------------------------------------------------------- data prep
 
 
-def summarise(X, mask, chunk_size: int = 1024, dtype=None) -> GaussianData:
-    """Split rows into a complete-row summary and padded chunks of incomplete rows.
+def _scatter_about(X, shift, block: int = 4096):
+    """(sum (x - shift), sum (x - shift)(x - shift)^T) over the rows of a complete X.
 
-    ``X`` and ``mask`` are NumPy arrays (``X`` may hold NaN where ``mask`` is 0).
-    Incomplete rows are padded with fully masked rows up to a bucket size (a power
-    of two, then a multiple of ``chunk_size``) so that fits on data sets of similar
-    size reuse one compiled program.
+    One BLAS product X^T X corrected by the shift, as scikit-learn's PCA does, unless
+    the columns' means are so large against their spread that the correction would
+    cancel catastrophically; then centre block by block (exact, a little slower).
     """
-    X = np.where(mask, X, 0.0)
-    complete = mask.all(axis=1)
-    Xc = X[complete]
-    summary = CompleteSummary(
-        n=jnp.asarray(float(Xc.shape[0]), dtype),
-        sum_x=jnp.asarray(Xc.sum(axis=0), dtype),
-        sum_xx=jnp.asarray(Xc.T @ Xc, dtype),
-    )
-    X_inc, m_inc = X[~complete], mask[~complete].astype(float)
-    n_inc, d = X_inc.shape
+    n = X.shape[0]
+    mean = X.mean(axis=0)
+    sum_xx = X.T @ X - n * np.outer(mean, mean)
+    spread = np.maximum(np.diag(sum_xx), np.finfo(float).tiny)
+    if np.max(n * mean**2 / spread) < 1e4:  # loses < ~1e-12 relative accuracy
+        delta = mean - shift
+        sum_x = n * delta
+        return sum_x, sum_xx + n * np.outer(delta, delta)
+    sum_x, sum_xx = np.zeros(X.shape[1]), np.zeros((X.shape[1],) * 2)
+    for i in range(0, n, block):
+        B = X[i : i + block] - shift
+        sum_x += B.sum(axis=0)
+        sum_xx += B.T @ B
+    return sum_x, sum_xx
+
+
+def _pad_rows(X, mask, chunk_size):
+    n_inc, d = X.shape
     if n_inc == 0:
-        n_chunks, chunk = 0, 8
+        n_chunks, chunk = 0, 32
     elif n_inc <= chunk_size:
-        n_chunks, chunk = 1, max(8, 1 << (n_inc - 1).bit_length())
+        n_chunks, chunk = 1, max(32, 1 << (n_inc - 1).bit_length())
     else:
         n_chunks, chunk = -(-n_inc // chunk_size), chunk_size
     pad = n_chunks * chunk - n_inc
-    X_inc = np.concatenate([X_inc, np.zeros((pad, d))]).reshape(n_chunks, chunk, d)
-    m_inc = np.concatenate([m_inc, np.zeros((pad, d))]).reshape(n_chunks, chunk, d)
-    return GaussianData(summary, jnp.asarray(X_inc, dtype), jnp.asarray(m_inc, dtype))
+    X = np.concatenate([X, np.zeros((pad, d))]).reshape(n_chunks, chunk, d)
+    mask = np.concatenate([mask, np.zeros((pad, d))]).reshape(n_chunks, chunk, d)
+    return X, mask
+
+
+def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
+    """Prepare NumPy data for the E-step, in coordinates shifted by ``shift``.
+
+    Rows without missing entries are reduced to (n, sum x, sum x x^T); rows with
+    missing entries (``mask`` 0, X NaN there) are kept, padded with fully masked rows
+    up to a bucket size (a power of two, then a multiple of ``chunk_size``) so that
+    fits on data sets of similar size reuse one compiled program.  ``mask=None``
+    means X is complete.
+
+    Returns ``(data, mean_variance)``, the latter the average over features of the
+    observed-entry variance (a scale for initialisation and variance floors).
+    """
+    n, d = X.shape
+    if mask is None:
+        X_inc, m_inc = np.zeros((0, d)), np.zeros((0, d))
+        n_complete = n
+        sum_x, sum_xx = _scatter_about(X, shift)
+        count, col_sum, col_sq = n, sum_x, np.diag(sum_xx)
+    else:
+        Xz = np.where(mask, X - shift, 0.0)
+        complete = mask.all(axis=1)
+        Xc = Xz[complete]
+        n_complete = Xc.shape[0]
+        sum_x, sum_xx = Xc.sum(axis=0), Xc.T @ Xc
+        X_inc, m_inc = Xz[~complete], mask[~complete].astype(float)
+        count, col_sum, col_sq = mask.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0)
+    mean_variance = float(np.mean(col_sq / count - (col_sum / count) ** 2))
+    X_inc, m_inc = _pad_rows(X_inc, m_inc, chunk_size)
+    summary = CompleteSummary(
+        n=jnp.asarray(float(n_complete), dtype),
+        sum_x=jnp.asarray(sum_x, dtype),
+        sum_xx=jnp.asarray(sum_xx, dtype),
+    )
+    return GaussianData(
+        summary, jnp.asarray(X_inc, dtype), jnp.asarray(m_inc, dtype)
+    ), mean_variance
 
 
 def marginal_loglik_rows(W, mu, noise_precision, X, mask):

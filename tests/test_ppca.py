@@ -258,9 +258,8 @@ def test_n_init_keeps_best_start(planted):
     from latentlab.inference.em import run_em
 
     X, _, _ = planted
-    Xc = X - X.mean(axis=0)
     with jax.enable_x64(True):
-        data = summarise(Xc, np.ones_like(X, bool))
+        data, _ = summarise(X, X.mean(axis=0))
         keys = jax.random.split(jax.random.PRNGKey(0), 4)
         starts = jax.vmap(lambda k: ppca.init_params(k, 10, 3, jnp.asarray(1.0)))(keys)
         hyper = ppca.Hyper(jnp.asarray(1e-10))
@@ -302,13 +301,18 @@ def test_max_iter_warns(planted):
     assert not est.converged_ and est.n_iter_ == 1
 
 
+# float32 round-off on the summed objective (~1e-7 relative) makes per-sample changes
+# below ~1e-5 noise, so a tight tol may run to max_iter; the answer is still accurate.
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_float32_option_and_global_config_untouched(planted):
     X, _, _ = planted
     x64_before = jax.config.jax_enable_x64
-    est = PPCA(3, dtype="float32", random_state=0, tol=1e-4).fit(X)
+    est = PPCA(3, dtype="float32", random_state=0, tol=1e-6, max_iter=200).fit(X)
     assert jax.config.jax_enable_x64 == x64_before
     ref = PPCA(3, method="closed_form").fit(X)
-    assert est.score(X) == pytest.approx(ref.score(X), rel=1e-4)
+    assert est.score(X) == pytest.approx(ref.score(X), rel=1e-5)
+    closed32 = PPCA(3, method="closed_form", dtype="float32").fit(X)
+    assert closed32.score(X) == pytest.approx(ref.score(X), rel=1e-6)
 
 
 def test_default_n_components_is_documented_maximum():

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from latentlab._validation import check_data, check_no_empty_rows
+from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
 from latentlab.models.gaussian_latent import conditional_missing, row_posteriors
 
@@ -25,8 +25,8 @@ _conditional_missing = jax.jit(conditional_missing)
 
 
 def _bucket(n: int) -> int:
-    """Row count rounded up to a power of two (at least 16): one compile per bucket."""
-    return max(16, 1 << (n - 1).bit_length())
+    """Row count rounded up to a power of two (at least 32): one compile per bucket."""
+    return max(32, 1 << (n - 1).bit_length())
 
 
 def _padded(fn, *arrays_before, X, mask):
@@ -65,6 +65,23 @@ class GaussianLatentEstimator(
         mu = jnp.asarray(self.params_["mu"])
         precision = 1.0 / jnp.asarray(self._noise_variance_vector())
         return W, mu, precision
+
+    def _validate_for_fit(self, X):
+        """Validate training data: returns ``(X, mask, column_means)``.
+
+        ``mask`` is None for complete data.  ``check_data`` has already refused
+        infinities, so a non-finite column mean means a NaN: complete data never pay
+        for building a mask.
+        """
+        X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
+        shift = X.mean(axis=0)
+        if np.all(np.isfinite(shift)):
+            return X, None, shift
+        mask = ~np.isnan(X)
+        check_no_empty_rows(mask)
+        check_no_empty_columns(mask)
+        shift = np.where(mask, X, 0.0).sum(axis=0) / mask.sum(axis=0)
+        return X, mask, shift
 
     def _observed(self, X, *, allow_empty_rows: bool):
         X = check_data(self, X, reset=False, allow_nan=True)

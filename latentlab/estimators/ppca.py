@@ -11,13 +11,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import (
-    check_data,
-    check_n_components,
-    check_no_empty_columns,
-    check_no_empty_rows,
-    check_option,
-)
+from latentlab._validation import check_n_components, check_option
 from latentlab.estimators.base import jax_key, to_numpy
 from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
 from latentlab.inference.em import run_em
@@ -27,6 +21,7 @@ from latentlab.models.gaussian_latent import canonical_loadings, summarise
 __all__ = ["PPCA"]
 
 METHODS = ("em", "closed_form", "map", "svi")
+VARIANCE_FLOOR = 1e-6  # relative to the mean per-feature variance
 
 
 @partial(jax.jit, static_argnames=("n_features", "n_components"))
@@ -36,6 +31,7 @@ def _random_starts(keys, n_features, n_components, total_variance):
 
 
 _canonical_loadings = jax.jit(canonical_loadings)
+_e_step = jax.jit(ppca.e_step)
 
 
 class PPCA(GaussianLatentEstimator):
@@ -76,6 +72,8 @@ class PPCA(GaussianLatentEstimator):
     random_state : int, RandomState or None, default=None
     dtype : {"float64", "float32"}, default="float64"
         Precision of the computation; float64 does not change JAX's global config.
+        With float32, objective changes below ~1e-5 per sample are round-off: use a
+        ``tol`` of that order.
     verbose : int, default=0
         If > 0, print the EM objective every ``verbose`` iterations.
 
@@ -161,27 +159,23 @@ class PPCA(GaussianLatentEstimator):
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
-        X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
-        mask = ~np.isnan(X)
-        check_no_empty_rows(mask)
-        check_no_empty_columns(mask)
+        X, mask, shift = self._validate_for_fit(X)
         n, d = X.shape
         K = self._check_settings(n, d)
-        if self.method == "closed_form" and not mask.all():
+        if self.method == "closed_form" and mask is not None:
             raise ValueError(
                 "method='closed_form' needs complete data but X has missing values (NaN); "
                 "use method='em' (or 'map'/'svi'), which fit the observed entries exactly"
             )
-        # Work on data centred at the observed column means: keeps the row sums
-        # free of cancellation; the shift is added back to mu at the end.
-        shift = np.nanmean(X, axis=0)
-        Xc = np.where(mask, X - shift, np.nan)
-        total_variance = float(np.mean(np.nanvar(Xc, axis=0)))
         self.n_components_ = K
         with self._precision():
+            # Statistics are taken about ``shift`` (the observed column means), which
+            # keeps them free of cancellation; mu is shifted back at the end.
+            data, total_variance = summarise(X, shift, mask)
             if self.method in ("em", "closed_form"):
-                params, trace, n_iter, converged = self._fit_em(Xc, mask, K, total_variance)
+                params, trace, n_iter, converged = self._fit_em(data, n, K, total_variance)
             else:
+                Xc = X - shift  # NaN stays NaN
                 params, trace, n_iter, converged = self._fit_svi(Xc, mask, K, total_variance)
             W = to_numpy(_canonical_loadings(jnp.asarray(params.W)))
         self.params_ = {
@@ -192,6 +186,13 @@ class PPCA(GaussianLatentEstimator):
         self.log_likelihoods_ = to_numpy(trace)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
+        if self.params_["sigma2"] <= 1.000001 * max(VARIANCE_FLOOR * total_variance, 1e-12):
+            warnings.warn(
+                f"PPCA noise variance reached its floor: the data lie (almost) in a "
+                f"{K}-dimensional affine subspace; use fewer components.",
+                UserWarning,
+                stacklevel=2,
+            )
         if not self.converged_ and self.method == "em":
             warnings.warn(
                 f"PPCA EM did not converge within max_iter={self.max_iter} iterations "
@@ -201,23 +202,23 @@ class PPCA(GaussianLatentEstimator):
             )
         return self
 
-    def _fit_em(self, Xc, mask, K, total_variance):
-        data = summarise(Xc, mask)
+    def _fit_em(self, data, n, K, total_variance):
         dtype = data.X.dtype
+        d = data.X.shape[-1]
         if self.method == "closed_form":
             c = data.complete
             params = ppca.ml_params(c.n, c.sum_x, c.sum_xx, n_components=K)
-            _, loglik = ppca.e_step(params, data, self._hyper(total_variance, dtype))
+            _, loglik = _e_step(params, data, self._hyper(total_variance, dtype))
             return params, jnp.reshape(loglik, (1,)), 0, True
         keys = jax.random.split(jax_key(self.random_state), self.n_init)
-        starts = _random_starts(keys, Xc.shape[1], K, jnp.asarray(total_variance, dtype))
+        starts = _random_starts(keys, d, K, jnp.asarray(total_variance, dtype))
         result = run_em(
             ppca.e_step,
             ppca.m_step,
             starts,
             data,
             self._hyper(total_variance, dtype),
-            jnp.asarray(Xc.shape[0], dtype),
+            jnp.asarray(n, dtype),
             jnp.asarray(self.tol, dtype),
             max_iter=int(self.max_iter),
             verbose=int(self.verbose),
@@ -227,7 +228,10 @@ class PPCA(GaussianLatentEstimator):
 
     @staticmethod
     def _hyper(total_variance, dtype):
-        floor = max(1e-10 * total_variance, 1e-12)
+        # Below ~1e-6 of the data's variance, sigma2 only means "the data are (nearly)
+        # rank K"; a lower floor makes M = I + W^T W / sigma2 so ill-conditioned that
+        # round-off breaks EM's monotonicity.
+        floor = max(VARIANCE_FLOOR * total_variance, 1e-12)
         return ppca.Hyper(variance_floor=jnp.asarray(floor, dtype))
 
     def _fit_svi(self, Xc, mask, K, total_variance):
@@ -240,9 +244,10 @@ class PPCA(GaussianLatentEstimator):
         Xs = jnp.asarray(Xc / scale)
         use_prior = self.method == "svi" or bool(self.prior)
         model = partial(
-            ppca.ppca_model, n_components=K, has_missing=not mask.all(), use_prior=use_prior
+            ppca.ppca_model, n_components=K, has_missing=mask is not None, use_prior=use_prior
         )
-        log_jacobian = mask.sum() * np.log(scale)  # density of x vs density of x / scale
+        n_observed = Xc.size if mask is None else mask.sum()
+        log_jacobian = n_observed * np.log(scale)  # density of x vs density of x / scale
         keys = jax.random.split(jax_key(self.random_state), self.n_init)
         best = None
         for i, key in enumerate(keys):

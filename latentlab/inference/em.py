@@ -49,6 +49,14 @@ def _squarem_point(params0, params1, params2):
     return jax.tree.map(lambda a, dr, dv: a - 2.0 * alpha * dr + alpha**2 * dv, params0, r, v)
 
 
+def _select(condition, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(condition, x, y), a, b)
+
+
+def _all_finite(tree):
+    return jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
 @partial(jax.jit, static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose"))
 def run_em(
     e_step,
@@ -68,57 +76,74 @@ def run_em(
     iterations, or after ``max_iter`` iterations.  ``trace[t]`` is the objective after
     iteration t + 1, so the last filled entry is evaluated at the returned parameters.
 
-    With ``accelerate=True`` each iteration is a SQUAREM cycle: two EM steps, an
-    extrapolation along their direction and one EM step from there.  The
-    extrapolated point is kept only if its objective is at least that of the two
-    plain EM steps, so the trace stays monotone whatever the extrapolation does.
+    With ``accelerate=True`` an iteration is a SQUAREM cycle: two EM steps, an
+    extrapolation along their direction and two EM steps from there.  The result is
+    kept only if it is at least as good as the second plain EM step, and otherwise
+    that step is taken, so the trace is monotone whatever the extrapolation does.
+    The E- and M-step appear once in the compiled program (inside a ``scan`` over
+    the cycle's sub-steps), which keeps compile times short.
     """
     dtype = jax.tree.leaves(params0)[0].dtype
+    n_substeps = 4 if accelerate else 1
 
-    def em_map(params, stats):
-        params = m_step(stats, params, hyper)
-        stats, objective = e_step(params, data, hyper)
-        return params, stats, objective
+    def cycle(theta0):
+        """Objective and statistics at theta0, and the next iterate."""
+        stats_shape = jax.eval_shape(e_step, theta0, data, hyper)[0]
+        zero_stats = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
+        nan = jnp.asarray(jnp.nan, dtype)
 
-    def squarem_map(params0, stats0):
-        params1, stats1, _ = em_map(params0, stats0)
-        params2, stats2, objective2 = em_map(params1, stats1)
-        jumped = _squarem_point(params0, params1, params2)
-        jump_stats, jump_objective = e_step(jumped, data, hyper)
-        params3, stats3, objective3 = em_map(jumped, jump_stats)
-        accept = jnp.isfinite(jump_objective) & jnp.isfinite(objective3)
-        accept = accept & (objective3 >= objective2)
-        pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(accept, x, y), a, b)  # noqa: E731
-        return (
-            pick(params3, params2),
-            pick(stats3, stats2),
-            jnp.where(accept, objective3, objective2),
-        )
+        def substep(carry, i):
+            # sub-step i evaluates E at p and maps p -> M(E(p)):
+            #   0: p = theta0 -> theta1      1: p = theta1 -> theta2
+            #   2: p = jump   -> jump1       3: p = jump1  -> jump2
+            p, theta1, theta2, objective0, stats0, objective1, objective_jump = carry
+            stats, objective = e_step(p, data, hyper)
+            q = m_step(stats, p, hyper)
+            objective0 = jnp.where(i == 0, objective, objective0)
+            stats0 = _select(i == 0, stats, stats0)
+            theta1 = _select(i == 0, q, theta1)
+            objective1 = jnp.where(i == 1, objective, objective1)
+            theta2 = _select(i == 1, q, theta2)
+            objective_jump = jnp.where(i == 3, objective, objective_jump)
+            p_next = _select(i == 1, _squarem_point(theta0, theta1, q), q) if accelerate else q
+            return (p_next, theta1, theta2, objective0, stats0, objective1, objective_jump), None
 
-    step = squarem_map if accelerate else em_map
+        carry = (theta0, theta0, theta0, nan, zero_stats, nan, nan)
+        carry, _ = jax.lax.scan(substep, carry, jnp.arange(n_substeps))
+        p_next, _, theta2, objective0, stats0, objective1, objective_jump = carry
+        if accelerate:
+            accept = jnp.isfinite(objective_jump) & (objective_jump >= objective1)
+            p_next = _select(accept & _all_finite(p_next), p_next, theta2)
+        return objective0, stats0, p_next
 
     def single(start):
-        stats, objective = e_step(start, data, hyper)
+        stats_shape = jax.eval_shape(e_step, start, data, hyper)[0]
+        stats = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
         trace = jnp.full((max_iter,), jnp.nan, dtype)
-        state = (start, stats, objective, jnp.asarray(False), jnp.asarray(0), trace)
+        nan = jnp.asarray(jnp.nan, dtype)
+        state = (start, stats, nan, jnp.asarray(False), jnp.asarray(False), 0, trace)
 
         def cond(state):
-            *_, converged, i, _ = state
-            return (i < max_iter) & ~converged
+            return ~state[4]
 
         def body(state):
-            params, stats, previous, _, i, trace = state
-            params, stats, objective = step(params, stats)
-            converged = jnp.abs(objective - previous) <= tol * n_samples
+            params, _, previous, _, _, j, trace = state
+            objective, stats, params_next = cycle(params)
+            converged = (j > 0) & (jnp.abs(objective - previous) <= tol * n_samples)
+            done = converged | (j == max_iter)
+            trace = jnp.where(j > 0, trace.at[j - 1].set(objective), trace)
             if verbose:
                 jax.lax.cond(
-                    (i + 1) % verbose == 0,
-                    lambda: jax.debug.callback(_report, i + 1, objective),
+                    (j > 0) & (j % verbose == 0),
+                    lambda: jax.debug.callback(_report, j, objective),
                     lambda: None,
                 )
-            return params, stats, objective, converged, i + 1, trace.at[i].set(objective)
+            params = _select(done, params, params_next)
+            return params, stats, objective, converged, done, jnp.where(done, j, j + 1), trace
 
-        params, stats, objective, converged, n_iter, trace = jax.lax.while_loop(cond, body, state)
+        params, stats, objective, converged, _, n_iter, trace = jax.lax.while_loop(
+            cond, body, state
+        )
         return EMResult(params, trace, n_iter, converged, objective, stats, objective)
 
     runs = jax.vmap(single)(params0)

@@ -1,0 +1,44 @@
+"""Property tests: random shapes, missing patterns and degenerate data never give NaN."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from latentlab import PPCA
+
+N_FEATURES = 4  # fixed so that the examples share a few compiled programs
+
+
+@st.composite
+def data_with_holes(draw):
+    n = draw(st.integers(5, 32))
+    K = draw(st.integers(1, 2))
+    seed = draw(st.integers(0, 2**16))
+    fraction = draw(st.sampled_from([0.0, 0.1, 0.3, 0.5]))
+    degenerate = draw(st.sampled_from(["none", "constant_column", "duplicated_rows"]))
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, K)) @ rng.normal(size=(K, N_FEATURES)) + 0.1 * rng.normal(
+        size=(n, N_FEATURES)
+    )
+    if degenerate == "constant_column":
+        X[:, 0] = 3.0
+    elif degenerate == "duplicated_rows":
+        X[n // 2 :] = X[: n - n // 2]
+    hidden = rng.random(X.shape) < fraction
+    hidden[hidden.all(axis=1), 0] = False
+    hidden[0] = False  # every column keeps an observed entry
+    return np.where(hidden, np.nan, X), K
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data_with_holes())
+def test_fit_score_impute_are_finite(case):
+    X, K = case
+    est = PPCA(K, max_iter=200, random_state=0).fit(X)
+    for value in est.params_.values():
+        assert np.all(np.isfinite(value))
+    assert np.all(np.isfinite(est.score_samples(X)))
+    filled, std = est.impute(X, return_std=True)
+    assert np.all(np.isfinite(filled)) and np.all(np.isfinite(std))
+    trace = est.log_likelihoods_
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
