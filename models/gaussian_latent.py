@@ -33,6 +33,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 from jax.scipy.linalg import cho_solve
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -251,8 +253,8 @@ def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
     fits on data sets of similar size reuse one compiled program.  ``mask=None``
     means X is complete.
 
-    Returns ``(data, mean_variance)``, the latter the average over features of the
-    observed-entry variance (a scale for initialisation and variance floors).
+    Returns ``(data, column_variance)``, the latter the (d,) variance of each
+    feature's observed entries (a scale for initialisation and variance floors).
     """
     n, d = X.shape
     if mask is None:
@@ -268,16 +270,15 @@ def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
         sum_x, sum_xx = Xc.sum(axis=0), Xc.T @ Xc
         X_inc, m_inc = Xz[~complete], mask[~complete].astype(float)
         count, col_sum, col_sq = mask.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0)
-    mean_variance = float(np.mean(col_sq / count - (col_sum / count) ** 2))
+    column_variance = np.maximum(col_sq / count - (col_sum / count) ** 2, 0.0)
     X_inc, m_inc = _pad_rows(X_inc, m_inc, chunk_size)
     summary = CompleteSummary(
         n=jnp.asarray(float(n_complete), dtype),
         sum_x=jnp.asarray(sum_x, dtype),
         sum_xx=jnp.asarray(sum_xx, dtype),
     )
-    return GaussianData(
-        summary, jnp.asarray(X_inc, dtype), jnp.asarray(m_inc, dtype)
-    ), mean_variance
+    data = GaussianData(summary, jnp.asarray(X_inc, dtype), jnp.asarray(m_inc, dtype))
+    return data, column_variance
 
 
 def marginal_loglik_rows(W, mu, noise_precision, X, mask):
@@ -312,3 +313,55 @@ def canonical_loadings(W):
     idx = jnp.argmax(jnp.abs(W), axis=0)
     signs = jnp.sign(W[idx, jnp.arange(W.shape[1])])
     return W * jnp.where(signs == 0, 1.0, signs)
+
+
+# ----------------------------------------------------------------------------- declaration
+
+
+def detect_missing(X, has_missing):
+    """Whether X holds NaN; X must be concrete unless ``has_missing`` is given.
+
+    Traced callers (SVI, NUTS) pass ``has_missing`` explicitly.
+    """
+    if has_missing is not None or X is None:
+        return bool(has_missing)
+    return bool(np.isnan(np.asarray(X)).any())
+
+
+def _observed_marginal(X, W, mu, noise_var, has_missing):
+    """The marginal of x over z as a LowRankMultivariateNormal, exact for missing entries.
+
+    ``handlers.mask`` can only drop whole rows.  For a missing coordinate we instead
+    put the observation at mu, zero that row of W and give it variance 1/(2 pi): its
+    factor in the density is then N(0 | 0, 1/(2 pi)) = 1, so the row's log-density is
+    exactly its marginal over the observed coordinates.  ``noise_var`` is (d,).
+    """
+    if not has_missing:
+        return dist.LowRankMultivariateNormal(mu, W, noise_var), X
+    observed = ~jnp.isnan(X)
+    x_filled = jnp.where(observed, X, mu)
+    cov_factor = W * observed[..., None]
+    cov_diag = jnp.where(observed, noise_var, 1.0 / (2.0 * math.pi))
+    return dist.LowRankMultivariateNormal(mu, cov_factor, cov_diag), x_filled
+
+
+def observe_rows(X, W, mu, noise_var, *, n_samples, has_missing, explicit_latent, subsample_size):
+    """The local part of every Gaussian latent declaration: a plate over rows with
+    ``x ~ N(mu, W W^T + diag(noise_var))`` (or z sampled explicitly, then x | z)."""
+    K = W.shape[1]
+    with numpyro.plate("rows", n_samples, subsample_size=subsample_size):
+        X_batch = None if X is None else numpyro.subsample(X, event_dim=1)
+        if explicit_latent:
+            z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([K]).to_event(1))
+            loc = z @ W.T + mu
+            likelihood = dist.Normal(loc, jnp.sqrt(noise_var))
+            if has_missing:
+                observed = ~jnp.isnan(X_batch)
+                X_batch = jnp.where(observed, X_batch, loc)
+                likelihood = likelihood.mask(observed)
+            numpyro.sample("x", likelihood.to_event(1), obs=X_batch)
+        elif X_batch is None:
+            numpyro.sample("x", dist.LowRankMultivariateNormal(mu, W, noise_var))
+        else:
+            marginal, obs = _observed_marginal(X_batch, W, mu, noise_var, has_missing)
+            numpyro.sample("x", marginal, obs=obs)

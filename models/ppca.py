@@ -14,18 +14,18 @@ maximum likelihood and on for MAP/SVI, with the same function.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from latentlab.models.gaussian_latent import (
     GaussianData,
+    detect_missing,
     expected_stats,
+    observe_rows,
     solve_regression,
 )
 from numpyro import handlers
@@ -33,6 +33,8 @@ from numpyro import handlers
 __all__ = [
     "Params",
     "ppca_model",
+    "model",
+    "rescale",
     "init_params",
     "e_step",
     "m_step",
@@ -50,30 +52,6 @@ class Params(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- declaration
-
-
-def _observed_marginal(X, W, mu, noise_var, has_missing):
-    """The marginal of x over z as a LowRankMultivariateNormal, exact for missing entries.
-
-    ``handlers.mask`` can only drop whole rows.  For a missing coordinate we instead
-    put the observation at mu, zero that row of W and give it variance 1/(2 pi): its
-    factor in the density is then N(0 | 0, 1/(2 pi)) = 1, so the row's log-density is
-    exactly its marginal over the observed coordinates.  ``noise_var`` is (d,).
-    """
-    if not has_missing:
-        return dist.LowRankMultivariateNormal(mu, W, noise_var), X
-    observed = ~jnp.isnan(X)
-    x_filled = jnp.where(observed, X, mu)
-    cov_factor = W * observed[..., None]
-    cov_diag = jnp.where(observed, noise_var, 1.0 / (2.0 * math.pi))
-    return dist.LowRankMultivariateNormal(mu, cov_factor, cov_diag), x_filled
-
-
-def _detect_missing(X, has_missing):
-    if has_missing is not None or X is None:
-        return bool(has_missing)
-    # X must be concrete here; traced callers (SVI, NUTS) pass has_missing explicitly.
-    return bool(np.isnan(np.asarray(X)).any())
 
 
 def ppca_model(
@@ -95,46 +73,45 @@ def ppca_model(
     if X is not None:
         n_samples, n_features = X.shape
     d, K = n_features, n_components
-    has_missing = _detect_missing(X, has_missing)
+    has_missing = detect_missing(X, has_missing)
 
     with handlers.mask(mask=use_prior):
         W = numpyro.sample("W", dist.Normal(0.0, 1.0).expand([d, K]).to_event(2))
         mu = numpyro.sample("mu", dist.Normal(0.0, 10.0).expand([d]).to_event(1))
         sigma2 = numpyro.sample("sigma2", dist.LogNormal(0.0, 2.0))
 
-    with numpyro.plate("rows", n_samples, subsample_size=subsample_size):
-        X_batch = None if X is None else numpyro.subsample(X, event_dim=1)
-        noise_var = sigma2 * jnp.ones(d)
-        if explicit_latent:
-            z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([K]).to_event(1))
-            loc = z @ W.T + mu
-            likelihood = dist.Normal(loc, jnp.sqrt(noise_var))
-            if has_missing:
-                observed = ~jnp.isnan(X_batch)
-                X_batch = jnp.where(observed, X_batch, loc)
-                likelihood = likelihood.mask(observed)
-            numpyro.sample("x", likelihood.to_event(1), obs=X_batch)
-        else:
-            if X_batch is None:
-                marginal, obs = dist.LowRankMultivariateNormal(mu, W, noise_var), None
-            else:
-                marginal, obs = _observed_marginal(X_batch, W, mu, noise_var, has_missing)
-            numpyro.sample("x", marginal, obs=obs)
+    observe_rows(
+        X,
+        W,
+        mu,
+        sigma2 * jnp.ones(d),
+        n_samples=n_samples,
+        has_missing=has_missing,
+        explicit_latent=explicit_latent,
+        subsample_size=subsample_size,
+    )
+
+
+model = ppca_model  # the name every model module exports for its declaration
 
 
 # ----------------------------------------------------------------------------- parameters
 
 
-def init_params(key, n_features: int, n_components: int, total_variance):
-    """Random start: small random loadings, sigma2 at half the average variance.
+def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
+    """Random start: loadings at the data's scale, sigma2 at half the mean variance.
 
-    ``total_variance`` is the mean per-coordinate variance of the (centred) data.
+    ``column_variance`` is each feature's variance (or one number for all).
     """
-    total_variance = jnp.asarray(total_variance)
-    dtype = total_variance.dtype
-    scale = jnp.sqrt(total_variance / n_components)
-    W = scale * jax.random.normal(key, (n_features, n_components), dtype)
-    return Params(W=W, mu=jnp.zeros(n_features, dtype), sigma2=0.5 * total_variance)
+    mean_variance = jnp.mean(jnp.asarray(column_variance))
+    scale = jnp.sqrt(mean_variance / n_components)
+    W = scale * jax.random.normal(key, (n_features, n_components), mean_variance.dtype)
+    return Params(W=W, mu=jnp.zeros(n_features, mean_variance.dtype), sigma2=0.5 * mean_variance)
+
+
+def rescale(params: Params, scale) -> Params:
+    """Parameters for data multiplied by ``scale`` (PPCA is equivariant under it)."""
+    return Params(W=params.W * scale, mu=params.mu * scale, sigma2=params.sigma2 * scale**2)
 
 
 def n_parameters(n_features: int, n_components: int) -> int:

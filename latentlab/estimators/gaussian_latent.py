@@ -1,27 +1,59 @@
-"""Estimator surface shared by the Gaussian latent models (PPCA, and later FA, BPCA, SPCA).
+"""Estimator surface shared by the Gaussian latent models (PPCA, FA, Bayesian PCA).
 
-A subclass fits ``params_`` (with loadings ``W`` (d, K) and mean ``mu`` (d,)) and
-says what its per-coordinate noise variance is; everything a user asks of the fitted
-model -- scores, the posterior of z, imputation, sampling, covariances -- follows
-from the marginal N(mu, W W^T + Psi) and lives here once.
+A subclass names its model module (declaration, ``Params``, ``init_params``,
+``e_step``, ``m_step``, ``rescale``) and says how its noise variance and settings
+look; fitting by EM or MAP/SVI, and everything a user asks of the fitted model --
+scores, the posterior of z, imputation, sampling, covariances -- follows from the
+marginal N(mu, W W^T + Psi) and lives here once.
 """
 
 from __future__ import annotations
+
+import warnings
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
-from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
-from latentlab.models.gaussian_latent import conditional_missing, row_posteriors
+from latentlab._validation import (
+    check_data,
+    check_no_empty_columns,
+    check_no_empty_rows,
+    check_option,
+)
+from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.inference.em import run_em
+from latentlab.models.gaussian_latent import (
+    canonical_loadings,
+    conditional_missing,
+    row_posteriors,
+    summarise,
+)
 
 __all__ = ["GaussianLatentEstimator"]
 
 _row_posteriors = jax.jit(row_posteriors)
 _conditional_missing = jax.jit(conditional_missing)
+_canonical_loadings = jax.jit(canonical_loadings)
+
+# Below ~1e-6 of a feature's variance a noise variance only means "the data are
+# (nearly) rank K"; a lower floor makes the posterior precision so ill-conditioned
+# that round-off breaks EM's monotonicity.
+VARIANCE_FLOOR = 1e-6
+
+
+@partial(jax.jit, static_argnames=("init_params", "n_features", "n_components"))
+def _random_starts(init_params, keys, n_features, n_components, column_variance):
+    return jax.vmap(lambda key: init_params(key, n_features, n_components, column_variance))(keys)
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _bucket(n: int) -> int:
@@ -42,10 +74,165 @@ def _padded(fn, *arrays_before, X, mask):
 class GaussianLatentEstimator(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator
 ):
-    """Shared methods; subclasses implement ``fit`` and ``_noise_variance_vector``."""
+    """Shared fitting and inference.
+
+    Subclasses set ``_module`` (the model module), ``_methods``, and implement
+    ``_max_components``, ``_noise_variance_vector`` and, where needed, the hooks
+    ``_hyper``, ``_declaration_settings``, ``_fit_closed_form``, ``_finish``.
+    """
+
+    _module = None
+    _methods = ("em", "map", "svi")
 
     def _noise_variance_vector(self) -> np.ndarray:
         raise NotImplementedError
+
+    def _max_components(self, n_samples, n_features) -> int:
+        raise NotImplementedError
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def _check_settings(self, n_samples, n_features):
+        from latentlab._validation import check_n_components
+
+        check_option("method", self.method, self._methods)
+        high, why = self._max_components(n_samples, n_features)
+        if high < 1:
+            raise ValueError(
+                f"{type(self).__name__} needs more data; got "
+                f"n_samples={n_samples}, n_features={n_features}"
+            )
+        K = high if self.n_components is None else self.n_components
+        K = check_n_components(K, 1, high, why)
+        for name in ("max_iter", "n_init", "svi_steps"):
+            _check_positive_int(name, getattr(self, name))
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+        return K
+
+    def _hyper(self, column_variance, dtype):
+        floor = np.maximum(VARIANCE_FLOOR * column_variance, 1e-12)
+        return self._module.Hyper(variance_floor=jnp.asarray(self._pool_floor(floor), dtype))
+
+    @staticmethod
+    def _pool_floor(floor):
+        """Per-feature floors; models with a single noise variance pool them."""
+        return floor
+
+    def _declaration_settings(self, scale) -> dict:
+        """Extra static arguments of the declaration for data divided by ``scale``."""
+        return {}
+
+    def _fit_latent(self, X):
+        """Validate, fit by the chosen method, store the fitted attributes; returns self."""
+        X, mask, shift = self._validate_for_fit(X)
+        n, d = X.shape
+        K = self._check_settings(n, d)
+        self.n_components_ = K
+        with self._precision():
+            # Statistics are taken about ``shift`` (the observed column means), which
+            # keeps them free of cancellation; mu is shifted back at the end.
+            data, column_variance = summarise(X, shift, mask)
+            dtype = data.X.dtype
+            hyper = self._hyper(column_variance, dtype)
+            if self.method == "closed_form":
+                params, trace, n_iter, converged = self._fit_closed_form(data, K, hyper, mask)
+            elif self.method == "em":
+                params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
+            else:
+                params, trace, n_iter, converged = self._fit_svi(
+                    X - shift, mask, K, column_variance
+                )
+            params = params._replace(mu=params.mu + shift)
+            self.params_ = self._finish(params)
+        self.log_likelihoods_ = to_numpy(trace)
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        self._warn_after_fit(hyper)
+        return self
+
+    def _finish(self, params) -> dict:
+        """Fitted parameters as a dict of NumPy arrays, loadings in canonical form."""
+        params = params._replace(W=_canonical_loadings(params.W))
+        return {name: to_numpy(value) for name, value in params._asdict().items()}
+
+    def _warn_after_fit(self, hyper):
+        name = type(self).__name__
+        if not self.converged_ and self.method == "em":
+            warnings.warn(
+                f"{name} EM did not converge within max_iter={self.max_iter} iterations "
+                f"(tol={self.tol}); increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    def _fit_closed_form(self, data, K, hyper, mask):
+        raise NotImplementedError
+
+    def _fit_em(self, data, n, K, column_variance, hyper):
+        module = self._module
+        dtype = data.X.dtype
+        d = data.X.shape[-1]
+        keys = jax.random.split(jax_key(self.random_state), self.n_init)
+        starts = _random_starts(module.init_params, keys, d, K, jnp.asarray(column_variance, dtype))
+        result = run_em(
+            module.e_step,
+            module.m_step,
+            starts,
+            data,
+            hyper,
+            jnp.asarray(n, dtype),
+            jnp.asarray(self.tol, dtype),
+            max_iter=int(self.max_iter),
+            verbose=int(self.verbose),
+        )
+        n_iter = int(result.n_iter)
+        return result.params, result.trace[:n_iter], n_iter, result.converged
+
+    def _fit_svi(self, Xc, mask, K, column_variance):
+        from numpyro.infer.util import log_density
+
+        from latentlab.inference.svi import fit_svi
+
+        module = self._module
+        # Every Gaussian latent model is equivariant under a global rescaling of the
+        # data; optimise at unit mean variance, where Adam's step size makes sense.
+        mean_variance = float(np.mean(column_variance))
+        scale = np.sqrt(mean_variance) if mean_variance > 0 else 1.0
+        Xs = jnp.asarray(Xc / scale)
+        use_prior = self.method == "svi" or bool(getattr(self, "prior", False))
+        model = partial(
+            module.model,
+            n_components=K,
+            has_missing=mask is not None,
+            use_prior=use_prior,
+            **self._declaration_settings(scale),
+        )
+        n_observed = Xc.size if mask is None else mask.sum()
+        log_jacobian = n_observed * np.log(scale)  # density of x vs density of x / scale
+        keys = jax.random.split(jax_key(self.random_state), self.n_init)
+        unit_variance = jnp.asarray(column_variance / mean_variance if mean_variance > 0 else 1.0)
+        best = None
+        for i, key in enumerate(keys):
+            start = module.init_params(key, Xc.shape[1], K, unit_variance.astype(Xs.dtype))
+            fit = fit_svi(
+                model,
+                Xs,
+                guide="delta" if self.method == "map" else "normal",
+                num_steps=int(self.svi_steps),
+                learning_rate=self.learning_rate,
+                init_values=start._asdict(),
+                seed=int(jax.random.randint(key, (), 0, 2**30)) + i,
+            )
+            objective, _ = log_density(model, (Xs,), {}, fit.params)
+            if best is None or objective > best[0]:
+                best = (objective, fit)
+        objective, fit = best
+        trace = fit.objective_trace - log_jacobian
+        if self.method == "map":  # last entry exactly at the returned parameters
+            trace = np.append(trace, float(objective) - log_jacobian)
+        params = module.Params(**{name: fit.params[name] for name in module.Params._fields})
+        return module.rescale(params, scale), trace, len(trace), True
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -8,29 +8,17 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_n_components, check_option
 from latentlab.estimators.base import jax_key, to_numpy
 from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
-from latentlab.inference.em import run_em
 from latentlab.models import ppca
-from latentlab.models.gaussian_latent import canonical_loadings, summarise
 
 __all__ = ["PPCA"]
 
 METHODS = ("em", "closed_form", "map", "svi")
-VARIANCE_FLOOR = 1e-6  # relative to the mean per-feature variance
 
 
-@partial(jax.jit, static_argnames=("n_features", "n_components"))
-def _random_starts(keys, n_features, n_components, total_variance):
-    start = partial(ppca.init_params, n_features=n_features, n_components=n_components)
-    return jax.vmap(lambda key: start(key, total_variance=total_variance))(keys)
-
-
-_canonical_loadings = jax.jit(canonical_loadings)
 _e_step = jax.jit(ppca.e_step)
 
 
@@ -139,138 +127,40 @@ class PPCA(GaussianLatentEstimator):
 
     # -- fitting ------------------------------------------------------------------------
 
-    def _check_settings(self, n_samples, n_features):
-        check_option("method", self.method, METHODS)
-        high = min(n_samples, n_features) - 1
-        if high < 1:
-            raise ValueError(
-                "PPCA needs at least 2 samples and 2 features; got "
-                f"n_samples={n_samples}, n_features={n_features}"
-            )
-        K = high if self.n_components is None else self.n_components
-        K = check_n_components(K, 1, high, "min(n_samples, n_features) - 1")
-        for name in ("max_iter", "n_init", "svi_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not self.tol >= 0:
-            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
-        return K
+    _module = ppca
+    _methods = METHODS
+
+    def _max_components(self, n_samples, n_features):
+        return min(n_samples, n_features) - 1, "min(n_samples, n_features) - 1"
+
+    @staticmethod
+    def _pool_floor(floor):
+        return np.mean(floor)
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
-        X, mask, shift = self._validate_for_fit(X)
-        n, d = X.shape
-        K = self._check_settings(n, d)
-        if self.method == "closed_form" and mask is not None:
+        return self._fit_latent(X)
+
+    def _fit_closed_form(self, data, K, hyper, mask):
+        if mask is not None:
             raise ValueError(
                 "method='closed_form' needs complete data but X has missing values (NaN); "
                 "use method='em' (or 'map'/'svi'), which fit the observed entries exactly"
             )
-        self.n_components_ = K
-        with self._precision():
-            # Statistics are taken about ``shift`` (the observed column means), which
-            # keeps them free of cancellation; mu is shifted back at the end.
-            data, total_variance = summarise(X, shift, mask)
-            if self.method in ("em", "closed_form"):
-                params, trace, n_iter, converged = self._fit_em(data, n, K, total_variance)
-            else:
-                Xc = X - shift  # NaN stays NaN
-                params, trace, n_iter, converged = self._fit_svi(Xc, mask, K, total_variance)
-            W = to_numpy(_canonical_loadings(jnp.asarray(params.W)))
-        self.params_ = {
-            "W": W,
-            "mu": to_numpy(params.mu) + shift,
-            "sigma2": to_numpy(params.sigma2),
-        }
-        self.log_likelihoods_ = to_numpy(trace)
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        if self.params_["sigma2"] <= 1.000001 * max(VARIANCE_FLOOR * total_variance, 1e-12):
+        c = data.complete
+        params = ppca.ml_params(c.n, c.sum_x, c.sum_xx, n_components=K)
+        _, loglik = _e_step(params, data, hyper)
+        return params, jnp.reshape(loglik, (1,)), 0, True
+
+    def _warn_after_fit(self, hyper):
+        if self.params_["sigma2"] <= 1.000001 * float(hyper.variance_floor):
             warnings.warn(
-                f"PPCA noise variance reached its floor: the data lie (almost) in a "
-                f"{K}-dimensional affine subspace; use fewer components.",
+                "PPCA noise variance reached its floor: the data lie (almost) in a "
+                f"{self.n_components_}-dimensional affine subspace; use fewer components.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        if not self.converged_ and self.method == "em":
-            warnings.warn(
-                f"PPCA EM did not converge within max_iter={self.max_iter} iterations "
-                f"(tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        return self
-
-    def _fit_em(self, data, n, K, total_variance):
-        dtype = data.X.dtype
-        d = data.X.shape[-1]
-        if self.method == "closed_form":
-            c = data.complete
-            params = ppca.ml_params(c.n, c.sum_x, c.sum_xx, n_components=K)
-            _, loglik = _e_step(params, data, self._hyper(total_variance, dtype))
-            return params, jnp.reshape(loglik, (1,)), 0, True
-        keys = jax.random.split(jax_key(self.random_state), self.n_init)
-        starts = _random_starts(keys, d, K, jnp.asarray(total_variance, dtype))
-        result = run_em(
-            ppca.e_step,
-            ppca.m_step,
-            starts,
-            data,
-            self._hyper(total_variance, dtype),
-            jnp.asarray(n, dtype),
-            jnp.asarray(self.tol, dtype),
-            max_iter=int(self.max_iter),
-            verbose=int(self.verbose),
-        )
-        n_iter = int(result.n_iter)
-        return result.params, result.trace[:n_iter], n_iter, result.converged
-
-    @staticmethod
-    def _hyper(total_variance, dtype):
-        # Below ~1e-6 of the data's variance, sigma2 only means "the data are (nearly)
-        # rank K"; a lower floor makes M = I + W^T W / sigma2 so ill-conditioned that
-        # round-off breaks EM's monotonicity.
-        floor = max(VARIANCE_FLOOR * total_variance, 1e-12)
-        return ppca.Hyper(variance_floor=jnp.asarray(floor, dtype))
-
-    def _fit_svi(self, Xc, mask, K, total_variance):
-        from numpyro.infer.util import log_density
-
-        from latentlab.inference.svi import fit_svi
-
-        # PPCA is equivariant under a global rescaling; optimise at unit mean variance.
-        scale = np.sqrt(total_variance) if total_variance > 0 else 1.0
-        Xs = jnp.asarray(Xc / scale)
-        use_prior = self.method == "svi" or bool(self.prior)
-        model = partial(
-            ppca.ppca_model, n_components=K, has_missing=mask is not None, use_prior=use_prior
-        )
-        n_observed = Xc.size if mask is None else mask.sum()
-        log_jacobian = n_observed * np.log(scale)  # density of x vs density of x / scale
-        keys = jax.random.split(jax_key(self.random_state), self.n_init)
-        best = None
-        for i, key in enumerate(keys):
-            start = ppca.init_params(key, Xc.shape[1], K, jnp.asarray(1.0, Xs.dtype))
-            fit = fit_svi(
-                model,
-                Xs,
-                guide="delta" if self.method == "map" else "normal",
-                num_steps=int(self.svi_steps),
-                learning_rate=self.learning_rate,
-                init_values=start._asdict(),
-                seed=int(jax.random.randint(key, (), 0, 2**30)) + i,
-            )
-            objective, _ = log_density(model, (Xs,), {}, fit.params)
-            if best is None or objective > best[0]:
-                best = (objective, fit)
-        objective, fit = best
-        trace = fit.objective_trace - log_jacobian
-        if self.method == "map":  # last entry exactly at the returned parameters
-            trace = np.append(trace, float(objective) - log_jacobian)
-        p = fit.params
-        params = ppca.Params(W=p["W"] * scale, mu=p["mu"] * scale, sigma2=p["sigma2"] * scale**2)
-        return params, trace, len(trace), True
+        super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------
 
