@@ -16,7 +16,8 @@ __all__ = [
 
 def check_option(name: str, value, allowed) -> None:
     if value not in allowed:
-        raise ValueError(f"Unknown {name}={value!r}; expected one of {sorted(allowed)}")
+        expected = ", ".join(repr(a) for a in allowed)
+        raise ValueError(f"Unknown {name}={value!r}; expected one of {expected}")
 
 
 def check_data(estimator, X, *, reset: bool, allow_nan: bool, min_samples: int = 1):

@@ -217,8 +217,7 @@ def _scatter_about(X, shift, block: int = 4096):
     n = X.shape[0]
     mean = X.mean(axis=0)
     sum_xx = X.T @ X - n * np.outer(mean, mean)
-    spread = np.maximum(np.diag(sum_xx), np.finfo(float).tiny)
-    if np.max(n * mean**2 / spread) < 1e4:  # loses < ~1e-12 relative accuracy
+    if np.all(n * mean**2 < 1e4 * np.diag(sum_xx)):  # loses < ~1e-12 relative accuracy
         delta = mean - shift
         sum_x = n * delta
         return sum_x, sum_xx + n * np.outer(delta, delta)

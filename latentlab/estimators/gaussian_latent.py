@@ -111,7 +111,7 @@ class GaussianLatentEstimator(
         return K
 
     def _hyper(self, column_variance, dtype):
-        floor = np.maximum(VARIANCE_FLOOR * column_variance, 1e-12)
+        floor = VARIANCE_FLOOR * column_variance
         return self._module.Hyper(variance_floor=jnp.asarray(self._pool_floor(floor), dtype))
 
     @staticmethod
@@ -133,6 +133,10 @@ class GaussianLatentEstimator(
             # Statistics are taken about ``shift`` (the observed column means), which
             # keeps them free of cancellation; mu is shifted back at the end.
             data, column_variance = summarise(X, shift, mask)
+            # A constant feature gets the typical feature's scale for its starting
+            # value and variance floor, so nothing starts at zero variance.
+            typical = np.mean(column_variance) if np.any(column_variance > 0) else 1.0
+            column_variance = np.where(column_variance > 0, column_variance, typical)
             dtype = data.X.dtype
             hyper = self._hyper(column_variance, dtype)
             if self.method == "closed_form":
@@ -145,6 +149,12 @@ class GaussianLatentEstimator(
                 )
             params = params._replace(mu=params.mu + shift)
             self.params_ = self._finish(params)
+        bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
+        if bad:
+            raise ValueError(
+                f"{type(self).__name__} fit produced non-finite values for {bad}; the data "
+                "may be degenerate for this model (try fewer components or rescale X)"
+            )
         self.log_likelihoods_ = to_numpy(trace)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
@@ -276,6 +286,34 @@ class GaussianLatentEstimator(
         if not allow_empty_rows:
             check_no_empty_rows(mask)
         return np.where(mask, X, 0.0), mask.astype(np.float64)
+
+    @property
+    def components_(self):
+        """Loadings ``W^T``, shape (n_components, n_features)."""
+        check_is_fitted(self)
+        return self.params_["W"].T.copy()
+
+    @property
+    def mean_(self):
+        check_is_fitted(self)
+        return self.params_["mu"].copy()
+
+    def sample(self, n_samples: int = 1, random_state=None, return_latent: bool = False):
+        """Draw from the fitted generative model (through its NumPyro declaration)."""
+        from numpyro import handlers
+
+        check_is_fitted(self)
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        with self._precision():
+            params = {k: jnp.asarray(v) for k, v in self.params_.items()}
+            model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
+            trace = handlers.trace(model).get_trace(
+                n_samples=n_samples, n_features=self.n_features_in_, explicit_latent=True
+            )
+            X = to_numpy(trace["x"]["value"])
+            z = to_numpy(trace["z"]["value"])
+        return (X, z) if return_latent else X
 
     def get_covariance(self) -> np.ndarray:
         """Model covariance of x: ``W W^T + Psi``, shape (n_features, n_features)."""

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab.estimators.base import jax_key, to_numpy
 from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
 from latentlab.models import ppca
 
@@ -171,16 +170,6 @@ class PPCA(GaussianLatentEstimator):
         return ppca.n_parameters(self.n_features_in_, self.n_components_)
 
     @property
-    def components_(self):
-        check_is_fitted(self)
-        return self.params_["W"].T.copy()
-
-    @property
-    def mean_(self):
-        check_is_fitted(self)
-        return self.params_["mu"].copy()
-
-    @property
     def noise_variance_(self):
         check_is_fitted(self)
         return float(self.params_["sigma2"])
@@ -195,20 +184,3 @@ class PPCA(GaussianLatentEstimator):
         """The NumPyro declaration with this fit's static settings bound."""
         check_is_fitted(self)
         return partial(ppca.ppca_model, n_components=self.n_components_)
-
-    def sample(self, n_samples: int = 1, random_state=None, return_latent: bool = False):
-        """Draw from the fitted generative model (through its NumPyro declaration)."""
-        from numpyro import handlers
-
-        check_is_fitted(self)
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-        with self._precision():
-            params = {k: jnp.asarray(v) for k, v in self.params_.items()}
-            model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
-            trace = handlers.trace(model).get_trace(
-                n_samples=n_samples, n_features=self.n_features_in_, explicit_latent=True
-            )
-            X = to_numpy(trace["x"]["value"])
-            z = to_numpy(trace["z"]["value"])
-        return (X, z) if return_latent else X

@@ -1,0 +1,152 @@
+"""``latentlab.FactorAnalysis``: factor analysis fitted by EM or MAP/SVI, with rotations."""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import jax
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_option
+from latentlab.estimators.base import to_numpy
+from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
+from latentlab.models import factor_analysis as fa
+from latentlab.models.gaussian_latent import canonical_loadings
+
+__all__ = ["FactorAnalysis"]
+
+ROTATIONS = (None, "varimax", "quartimax")
+
+
+@partial(jax.jit, static_argnames="gamma")
+def _rotated(W, gamma):
+    return fa.orthomax(W, gamma)[0]
+
+
+def _order_and_sign(W):
+    """Columns by decreasing sum of squares, each with its largest entry positive."""
+    W = W[:, np.argsort(-np.sum(W**2, axis=0), kind="stable")]
+    signs = np.sign(W[np.abs(W).argmax(axis=0), np.arange(W.shape[1])])
+    return W * np.where(signs == 0, 1.0, signs)
+
+
+class FactorAnalysis(GaussianLatentEstimator):
+    """Factor analysis: ``x = W z + mu + eps``, ``z ~ N(0, I_K)``, ``eps ~ N(0, diag(psi))``.
+
+    Declared once in :func:`latentlab.models.factor_analysis.fa_model` and fitted by
+    EM with exact posterior moments: with complete data each iteration works on the
+    d x d sample covariance, O(d^2 K) whatever the number of rows.  NaN entries are
+    missing values, fitted by their exact marginal likelihood; :meth:`impute` fills
+    them in.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of factors K, ``1 <= K <= n_features``; ``None`` takes n_features.
+    rotation : {None, "varimax", "quartimax"}, default=None
+        Orthogonal rotation applied to the reported loadings.  The likelihood is
+        invariant under it; only interpretation changes.
+    method : {"em", "map", "svi"}, default="em"
+        As for :class:`latentlab.PPCA` (``"map"`` with ``prior=False`` is ML by gradient).
+    tol, max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
+        As for :class:`latentlab.PPCA`.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_features)
+        Loadings ``W^T`` (rotated if ``rotation`` is set).
+    noise_variance_ : ndarray (n_features,)
+        Feature-specific variances psi.  A value at its floor (1e-6 of the feature's
+        variance) is a Heywood case and triggers a warning.
+    mean_, log_likelihoods_, n_iter_, converged_, params_, model_
+        As for :class:`latentlab.PPCA`; ``params_`` has ``W``, ``mu``, ``psi``.
+
+    Examples
+    --------
+    >>> import latentlab
+    >>> from sklearn.datasets import load_iris
+    >>> fa = latentlab.FactorAnalysis(2, random_state=0).fit(load_iris().data)
+    >>> round(fa.score(load_iris().data), 3) >= -2.607
+    True
+    """
+
+    _module = fa
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        rotation=None,
+        method="em",
+        tol=1e-8,
+        max_iter=5000,
+        n_init=1,
+        prior=False,
+        svi_steps=3000,
+        learning_rate=0.05,
+        random_state=None,
+        dtype="float64",
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.rotation = rotation
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.prior = prior
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.dtype = dtype
+        self.verbose = verbose
+
+    def _max_components(self, n_samples, n_features):
+        return n_features, "n_features"
+
+    def fit(self, X, y=None):
+        """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
+        check_option("rotation", self.rotation, ROTATIONS)
+        return self._fit_latent(X)
+
+    def _finish(self, params):
+        W = canonical_loadings(params.W)
+        if self.rotation is not None:
+            W = _rotated(W, gamma=1.0 if self.rotation == "varimax" else 0.0)
+        out = {name: to_numpy(value) for name, value in params._asdict().items()}
+        out["W"] = _order_and_sign(to_numpy(W))
+        return out
+
+    def _warn_after_fit(self, hyper):
+        at_floor = self.params_["psi"] <= 1.000001 * np.asarray(hyper.variance_floor)
+        if at_floor.any():
+            features = ", ".join(map(str, np.flatnonzero(at_floor)[:10]))
+            warnings.warn(
+                f"Heywood case: the noise variance of feature(s) {features} reached its "
+                "floor; those features are (almost) fully explained by the factors. "
+                "Consider fewer factors.",
+                UserWarning,
+                stacklevel=3,
+            )
+        super()._warn_after_fit(hyper)
+
+    # -- fitted quantities --------------------------------------------------------------
+
+    def _noise_variance_vector(self):
+        return self.params_["psi"]
+
+    def _n_parameters(self) -> int:
+        return fa.n_parameters(self.n_features_in_, self.n_components_)
+
+    @property
+    def noise_variance_(self):
+        check_is_fitted(self)
+        return self.params_["psi"].copy()
+
+    @property
+    def model_(self):
+        """The NumPyro declaration with this fit's static settings bound."""
+        check_is_fitted(self)
+        return partial(fa.fa_model, n_components=self.n_components_)

@@ -1,0 +1,176 @@
+"""Factor analysis against scikit-learn, planted parameters and its own declaration."""
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer.util import log_likelihood
+from oracles import dense_observed_loglik, hide_at_random, is_monotone
+from sklearn.datasets import load_iris
+from sklearn.decomposition import FactorAnalysis as SkFA
+
+import latentlab
+from latentlab import PPCA, FactorAnalysis
+
+
+def heteroscedastic(n=500, d=8, K=2, seed=0):
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(d, K))
+    psi = rng.uniform(0.1, 1.0, size=d)
+    X = rng.normal(size=(n, K)) @ W.T + 5.0 + rng.normal(size=(n, d)) * np.sqrt(psi)
+    return X, W, psi
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return heteroscedastic()
+
+
+@pytest.fixture(scope="module")
+def fitted(planted):
+    X, _, _ = planted
+    return FactorAnalysis(2, random_state=0).fit(X)
+
+
+def declared_loglik(est, X):
+    with jax.enable_x64(True):
+        ll = log_likelihood(est.model_, {k: v[None] for k, v in est.params_.items()}, X)
+        return float(sum(np.sum(v) for v in ll.values()))
+
+
+def test_iris_reaches_at_least_sklearn_loglik():
+    X = load_iris().data
+    with pytest.warns(UserWarning, match="Heywood"):  # iris with K=2 is a Heywood case
+        est = FactorAnalysis(2, random_state=0).fit(X)
+    assert est.score(X) >= -2.6068743 - 1e-6
+    assert is_monotone(est.log_likelihoods_)
+
+
+def test_em_never_decreases_loglik(fitted):
+    assert fitted.converged_
+    assert is_monotone(fitted.log_likelihoods_)
+
+
+def test_matches_sklearn_on_regular_data(planted, fitted):
+    X, _, _ = planted
+    sk = SkFA(2, tol=1e-8, max_iter=10000).fit(X)
+    assert fitted.score(X) >= sk.score(X) - 1e-9
+    assert fitted.score(X) == pytest.approx(sk.score(X), rel=1e-6)
+    np.testing.assert_allclose(fitted.get_covariance(), sk.get_covariance(), atol=2e-3)
+
+
+def test_recovers_planted_noise_variances(planted, fitted):
+    X, W, psi = planted
+    np.testing.assert_allclose(fitted.noise_variance_, psi, rtol=0.25)
+    np.testing.assert_allclose(fitted.components_.T @ fitted.components_, W @ W.T, atol=0.25)
+
+
+def test_isotropic_noise_gives_equal_variances_and_ppca_sigma2():
+    rng = np.random.default_rng(5)
+    n, d, K, sigma2 = 4000, 8, 2, 0.3
+    X = rng.normal(size=(n, K)) @ rng.normal(size=(d, K)).T + rng.normal(size=(n, d)) * np.sqrt(
+        sigma2
+    )
+    psi = FactorAnalysis(K, random_state=0).fit(X).noise_variance_
+    s2 = PPCA(K, method="closed_form").fit(X).noise_variance_
+    # sampling sd of a variance estimate from n rows: sigma2 * sqrt(2 / n) ~ 0.007
+    se = sigma2 * np.sqrt(2.0 / n)
+    assert np.all(np.abs(psi - sigma2) < 5 * se)
+    assert np.all(np.abs(psi - s2) < 5 * se)
+
+
+@pytest.mark.parametrize("rotation", ["varimax", "quartimax"])
+def test_rotation_leaves_likelihood_unchanged(planted, fitted, rotation):
+    X, _, _ = planted
+    rotated = FactorAnalysis(2, rotation=rotation, random_state=0).fit(X)
+    assert rotated.score(X) == pytest.approx(fitted.score(X), rel=1e-12)
+    np.testing.assert_allclose(rotated.get_covariance(), fitted.get_covariance(), atol=1e-9)
+
+
+def test_varimax_increases_the_varimax_criterion(planted, fitted):
+    X, _, _ = planted
+
+    def varimax(L):
+        return np.sum(np.var(L**2, axis=0))
+
+    rotated = FactorAnalysis(2, rotation="varimax", random_state=0).fit(X)
+    assert varimax(rotated.components_.T) >= varimax(fitted.components_.T) - 1e-12
+
+
+def test_declared_once_contract(planted, fitted):
+    X, _, _ = planted
+    n = len(X)
+    assert declared_loglik(fitted, X) == pytest.approx(n * fitted.score(X), rel=1e-10)
+    assert fitted.log_likelihoods_[-1] == pytest.approx(n * fitted.score(X), rel=1e-10)
+    X_missing, _ = hide_at_random(X, 0.2, seed=1)
+    est = FactorAnalysis(2, random_state=0).fit(X_missing)
+    assert declared_loglik(est, X_missing) == pytest.approx(n * est.score(X_missing), rel=1e-10)
+    assert est.log_likelihoods_[-1] == pytest.approx(n * est.score(X_missing), rel=1e-10)
+
+
+def test_map_reaches_em_optimum(planted, fitted):
+    X, _, _ = planted
+    est = FactorAnalysis(2, method="map", svi_steps=3000, random_state=0).fit(X)
+    assert est.score(X) == pytest.approx(fitted.score(X), rel=1e-4)
+
+
+def test_missing_data_loglik_trace_and_imputation(planted):
+    X, _, _ = planted
+    X_missing, hidden = hide_at_random(X, 0.2, seed=2)
+    est = FactorAnalysis(2, random_state=0).fit(X_missing)
+    assert is_monotone(est.log_likelihoods_)
+    dense = dense_observed_loglik(X_missing, est.mean_, est.get_covariance())
+    assert est.score(X_missing) * len(X) == pytest.approx(dense, rel=1e-10)
+    filled, std = est.impute(X_missing, return_std=True)
+    np.testing.assert_array_equal(filled[~hidden], X[~hidden])
+    rmse = np.sqrt(np.mean((filled[hidden] - X[hidden]) ** 2))
+    rmse_mean = np.sqrt(np.mean((np.nanmean(X_missing, axis=0) - X)[hidden] ** 2))
+    assert rmse < 0.8 * rmse_mean
+    inside = np.abs(filled[hidden] - X[hidden]) <= 1.6448536 * std[hidden]
+    assert 0.85 <= inside.mean() <= 0.95
+
+
+# EM crawls towards a Heywood boundary; finiteness, not convergence, is the point here.
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_constant_and_duplicated_columns_give_finite_parameters():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 4))
+    X = np.c_[X, X[:, 0], np.full(100, 2.0)]
+    with pytest.warns(UserWarning, match="Heywood"):
+        est = FactorAnalysis(2, max_iter=300, random_state=0).fit(X)
+    for value in est.params_.values():
+        assert np.all(np.isfinite(value))
+    assert np.all(np.isfinite(est.score_samples(X)))
+
+
+def test_parameter_count_is_capped_at_saturated_gaussian():
+    from latentlab.models.factor_analysis import n_parameters
+
+    assert n_parameters(10, 3) == 10 * 3 + 20 - 3
+    assert n_parameters(4, 4) == 4 + 10  # past the Ledermann bound: full covariance
+
+
+@pytest.mark.parametrize("K", [0, 9])
+def test_n_components_out_of_range(planted, K):
+    X, _, _ = planted
+    with pytest.raises(ValueError, match="n_components"):
+        FactorAnalysis(K).fit(X)
+
+
+def test_unknown_rotation(planted):
+    X, _, _ = planted
+    with pytest.raises(ValueError, match="rotation"):
+        FactorAnalysis(2, rotation="oblimin").fit(X)
+
+
+def test_check_estimator():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    check_estimator(FactorAnalysis(1, random_state=0), expected_failed_checks={})
+
+
+def test_save_load_round_trip(fitted, planted, tmp_path):
+    X, _, _ = planted
+    fitted.save(tmp_path / "fa.npz")
+    loaded = latentlab.load(tmp_path / "fa.npz")
+    assert loaded.score(X) == fitted.score(X)
+    np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))
