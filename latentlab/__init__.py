@@ -5,8 +5,26 @@ Importing latentlab never changes JAX's global configuration: estimators compute
 float64 inside ``jax.enable_x64(True)`` contexts of their own.
 """
 
-from latentlab.estimators import FactorAnalysis, PPCA
+from latentlab.estimators import (
+    CCA,
+    PCA,
+    PPCA,
+    BayesianPCA,
+    FactorAnalysis,
+    KernelCCA,
+    KernelPCA,
+)
 from latentlab.io import load
 
 __version__ = "0.1.0"
-__all__ = ["PPCA", "FactorAnalysis", "load", "__version__"]
+__all__ = [
+    "PCA",
+    "KernelPCA",
+    "CCA",
+    "KernelCCA",
+    "PPCA",
+    "FactorAnalysis",
+    "BayesianPCA",
+    "load",
+    "__version__",
+]

@@ -1,6 +1,18 @@
 """scikit-learn style estimators over the inference engines and closed forms."""
 
+from latentlab.estimators.bpca import BayesianPCA
+from latentlab.estimators.cca import CCA, KernelCCA
 from latentlab.estimators.factor_analysis import FactorAnalysis
+from latentlab.estimators.kernel_pca import KernelPCA
+from latentlab.estimators.pca import PCA
 from latentlab.estimators.ppca import PPCA
 
-__all__ = ["PPCA", "FactorAnalysis"]
+__all__ = [
+    "PCA",
+    "KernelPCA",
+    "CCA",
+    "KernelCCA",
+    "PPCA",
+    "FactorAnalysis",
+    "BayesianPCA",
+]

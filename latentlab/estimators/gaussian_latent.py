@@ -123,6 +123,10 @@ class GaussianLatentEstimator(
         """Extra static arguments of the declaration for data divided by ``scale``."""
         return {}
 
+    def _parameter_log_jacobian(self, scale, n_features, n_components) -> float:
+        """log prior density of the rescaled parameters minus that of the originals."""
+        return 0.0
+
     def _fit_latent(self, X):
         """Validate, fit by the chosen method, store the fitted attributes; returns self."""
         X, mask, shift = self._validate_for_fit(X)
@@ -180,14 +184,20 @@ class GaussianLatentEstimator(
         raise NotImplementedError
 
     def _fit_em(self, data, n, K, column_variance, hyper):
-        module = self._module
         dtype = data.X.dtype
         d = data.X.shape[-1]
         keys = jax.random.split(jax_key(self.random_state), self.n_init)
-        starts = _random_starts(module.init_params, keys, d, K, jnp.asarray(column_variance, dtype))
+        starts = _random_starts(
+            self._module.init_params, keys, d, K, jnp.asarray(column_variance, dtype)
+        )
+        return self._run_em(starts, data, n, hyper)
+
+    def _run_em(self, starts, data, n, hyper):
+        """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
+        dtype = data.X.dtype
         result = run_em(
-            module.e_step,
-            module.m_step,
+            self._module.e_step,
+            self._module.m_step,
             starts,
             data,
             hyper,
@@ -219,7 +229,10 @@ class GaussianLatentEstimator(
             **self._declaration_settings(scale),
         )
         n_observed = Xc.size if mask is None else mask.sum()
-        log_jacobian = n_observed * np.log(scale)  # density of x vs density of x / scale
+        # log density of x / scale vs that of x, for the data and for the priors
+        log_jacobian = n_observed * np.log(scale) + self._parameter_log_jacobian(
+            scale, Xc.shape[1], K
+        )
         keys = jax.random.split(jax_key(self.random_state), self.n_init)
         unit_variance = jnp.asarray(column_variance / mean_variance if mean_variance > 0 else 1.0)
         best = None

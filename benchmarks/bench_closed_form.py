@@ -1,0 +1,115 @@
+"""Time latentlab.PCA against scikit-learn's PCA on 100,000 x 50 float64 data.
+
+Both sides run interleaved (A, B, A, B, ...) so that a busy machine slows them alike;
+we report medians, the ratio latentlab / scikit-learn (< 1: latentlab is faster), and
+latentlab's first-call compile time separately.  Thread settings are printed beside
+the numbers: XLA and OpenBLAS both lose badly when another process holds a core.
+
+    .venv/bin/python benchmarks/bench_closed_form.py [--repeats 7] [--n 100000] [--d 50]
+        [--threads N]   # pin both sides to N threads (XLA flags + threadpoolctl)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+
+def timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def print_settings(jax):
+    print(f"python {platform.python_version()}, jax {jax.__version__}, devices {jax.devices()}")
+    print(f"os.cpu_count()={os.cpu_count()}, sched_getaffinity={len(os.sched_getaffinity(0))}")
+    for name in ("XLA_FLAGS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        print(f"{name}={os.environ.get(name)!r}")
+    for pool in threadpool_info():
+        print(
+            f"threadpoolctl: {pool['user_api']}/{pool['internal_api']} "
+            f"num_threads={pool['num_threads']} ({os.path.basename(pool['filepath'])})"
+        )
+    print(f"load average: {os.getloadavg()}")
+
+
+def bench(label, ours, ref, X, repeats):
+    """Compile once, then interleave repeats of both fits and their transforms."""
+    compile_s = timed(lambda: ours.fit(X).transform(X[:10]))  # first call: trace + compile
+    ref.fit(X)
+    fit_ours, fit_ref, tr_ours, tr_ref = [], [], [], []
+    for _ in range(repeats):
+        fit_ours.append(timed(lambda: ours.fit(X)))
+        fit_ref.append(timed(lambda: ref.fit(X)))
+        tr_ours.append(timed(lambda: ours.transform(X)))
+        tr_ref.append(timed(lambda: ref.transform(X)))
+    m = {
+        k: statistics.median(v)
+        for k, v in dict(fo=fit_ours, fr=fit_ref, to=tr_ours, tr=tr_ref).items()
+    }
+    print(
+        f"{label:<28} fit {m['fo'] * 1e3:8.1f} ms vs {m['fr'] * 1e3:8.1f} ms  "
+        f"ratio {m['fo'] / m['fr']:5.2f} | transform {m['to'] * 1e3:7.1f} ms vs "
+        f"{m['tr'] * 1e3:7.1f} ms ratio {m['to'] / m['tr']:5.2f} | first call "
+        f"(compile) {compile_s:5.2f} s"
+    )
+    agree = np.allclose(np.abs(ours.components_), np.abs(ref.components_), atol=1e-6)
+    if not agree:
+        print(f"   WARNING: components of {label} differ from scikit-learn's")
+
+
+def pin_xla_threads(n_threads: int) -> None:
+    """Must run before JAX starts: XLA reads its flags once."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = (
+        f"{flags} --xla_cpu_multi_thread_eigen={'true' if n_threads > 1 else 'false'} "
+        f"intra_op_parallelism_threads={n_threads}"
+    ).strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--d", type=int, default=50)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads is not None:
+        pin_xla_threads(args.threads)
+
+    import jax
+    import scipy.linalg  # noqa: F401  (load every BLAS before limiting them)
+    from sklearn import decomposition
+
+    import latentlab
+
+    if args.threads is not None:
+        threadpool_limits(args.threads)
+
+    rng = np.random.default_rng(0)
+    scales = 10.0 * 0.8 ** np.arange(args.d)  # a decaying spectrum, plus an offset mean
+    X = 3.0 + rng.standard_normal((args.n, args.d)) * scales
+    print_settings(jax)
+    print(f"X: {X.shape} float64, n_components={args.k}, {args.repeats} interleaved repeats")
+    print("ratio = latentlab median / scikit-learn median (< 1: latentlab faster)")
+    for solver in ("auto", "covariance_eigh", "full", "randomized"):
+        kwargs = dict(n_components=args.k, svd_solver=solver, random_state=0)
+        bench(
+            f"svd_solver={solver}",
+            latentlab.PCA(**kwargs),
+            decomposition.PCA(**kwargs),
+            X,
+            args.repeats,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Principal component analysis as pure jit-compiled functions.
+
+Three ways to the same decomposition of the centred data ``Xc = U S V^T``:
+
+``pca_full``            thin SVD of Xc, O(n d min(n, d)); the reference.
+``pca_covariance_eigh`` eigh of the d x d scatter Xc^T Xc; O(n d^2), best when n >> d
+                        (it squares the condition number, harmless in float64 for PCA).
+``pca_randomized``      Halko, Martinsson & Tropp (2011), Alg. 4.4 + 5.1: a Gaussian
+                        sketch, power iterations re-orthonormalised by QR, and an SVD of
+                        the small projected matrix; O(n d k).
+
+All return a :class:`PCADecomposition` with components as rows, signed so that the
+largest-magnitude entry of each component is positive (scikit-learn's convention).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from latentlab.closed_form._linalg import eigh_descending, flip_signs_by_largest
+
+__all__ = [
+    "PCADecomposition",
+    "flip_component_signs",
+    "pca_full",
+    "pca_covariance_eigh",
+    "pca_randomized",
+    "randomized_range_finder",
+    "pca_transform",
+    "pca_inverse_transform",
+    "ppca_score_samples",
+]
+
+
+class PCADecomposition(NamedTuple):
+    mean: jax.Array  # (d,)
+    components: jax.Array  # (r, d) orthonormal rows, by decreasing variance
+    singular_values: jax.Array  # (r,) of the centred data
+    explained_variance: jax.Array  # (r,) = singular_values**2 / (n - 1)
+    total_variance: jax.Array  # () sum of the ddof=1 column variances
+
+
+def flip_component_signs(components):
+    """Make the largest-magnitude entry of each row positive (deterministic signs)."""
+    return flip_signs_by_largest(components, axis=1)[0]
+
+
+def _centre(X):
+    mean = jnp.mean(X, axis=0)
+    return mean, X - mean
+
+
+def _decomposition(mean, Vt, singular_values, total_variance, n):
+    return PCADecomposition(
+        mean=mean,
+        components=flip_component_signs(Vt),
+        singular_values=singular_values,
+        explained_variance=singular_values**2 / (n - 1),
+        total_variance=total_variance,
+    )
+
+
+@jax.jit
+def pca_full(X) -> PCADecomposition:
+    """PCA by the thin SVD of the centred data; ``min(n, d)`` components."""
+    mean, Xc = _centre(X)
+    _, s, Vt = jnp.linalg.svd(Xc, full_matrices=False)
+    total_variance = jnp.sum(s * s) / (X.shape[0] - 1)  # the full spectrum is at hand
+    return _decomposition(mean, Vt, s, total_variance, X.shape[0])
+
+
+@jax.jit
+def pca_covariance_eigh(X) -> PCADecomposition:
+    """PCA by the eigendecomposition of the scatter matrix Xc^T Xc; ``d`` components.
+
+    The data are centred before the product (not ``X^T X - n mu mu^T``), which would
+    cancel catastrophically when the mean is large against the spread.
+    """
+    mean, Xc = _centre(X)
+    scatter = Xc.T @ Xc
+    total_variance = jnp.trace(scatter) / (X.shape[0] - 1)
+    eigenvalues, V = eigh_descending(scatter)
+    s = jnp.sqrt(jnp.maximum(eigenvalues, 0.0))  # round-off can make them slightly < 0
+    return _decomposition(mean, V.T, s, total_variance, X.shape[0])
+
+
+def randomized_range_finder(matvec, rmatvec, key, n, d, size: int, n_iter: int, dtype):
+    """Orthonormal Q (n, size) whose range approximates that of an n x d operator A.
+
+    ``matvec(M) = A M`` and ``rmatvec(M) = A^T M``; QR after every product keeps the
+    power iterations from collapsing onto the top singular vector (HMT Alg. 4.4).
+    """
+    omega = jax.random.normal(key, (d, size), dtype=dtype)
+    Q, _ = jnp.linalg.qr(matvec(omega))
+
+    def power_step(_, Q):
+        Z, _ = jnp.linalg.qr(rmatvec(Q))
+        Q, _ = jnp.linalg.qr(matvec(Z))
+        return Q
+
+    return jax.lax.fori_loop(0, n_iter, power_step, Q)
+
+
+@partial(jax.jit, static_argnames=("n_components", "n_oversamples", "n_iter"))
+def pca_randomized(
+    X, key, *, n_components: int, n_oversamples: int = 10, n_iter: int = 4
+) -> PCADecomposition:
+    """Randomized PCA (Halko, Martinsson & Tropp 2011): the top ``n_components``."""
+    n, d = X.shape
+    mean, Xc = _centre(X)
+    total_variance = jnp.sum(Xc * Xc) / (n - 1)
+    size = min(n_components + n_oversamples, n, d)
+    Q = randomized_range_finder(
+        lambda M: Xc @ M, lambda M: Xc.T @ M, key, n, d, size, n_iter, X.dtype
+    )
+    _, s, Vt = jnp.linalg.svd(Q.T @ Xc, full_matrices=False)  # B = Q^T A, (size, d)
+    return _decomposition(mean, Vt[:n_components], s[:n_components], total_variance, n)
+
+
+@jax.jit
+def pca_transform(X, mean, components, scale):
+    """Project onto the components: ``(X - mean) V^T / scale`` (scale 1 or sqrt(var)).
+
+    Computed as ``X V^T - mean V^T`` (as scikit-learn does): centring inside the product
+    would make XLA write a centred copy of X first.
+    """
+    return (X @ components.T - mean @ components.T) / scale
+
+
+@jax.jit
+def pca_inverse_transform(Z, mean, components, scale):
+    """Back to data space: ``(Z * scale) V + mean``."""
+    return (Z * scale) @ components + mean
+
+
+@jax.jit
+def ppca_score_samples(X, mean, components, explained_variance, noise_variance):
+    """Per-row log-density under the probabilistic PCA model of a fitted PCA.
+
+    Covariance ``V^T diag(max(lambda, sigma2) - sigma2) V + sigma2 I`` (Tipping & Bishop
+    1999, eq. (7) at the ML loadings), as scikit-learn's ``PCA.get_covariance``.  With
+    orthonormal rows V, its inverse and log-determinant are diagonal in the
+    (component, residual) split, so no d x d matrix is formed.
+    """
+    d = X.shape[1]
+    k = components.shape[0]
+    Xc = X - mean
+    scores = Xc @ components.T
+    residual = Xc - scores @ components
+    variance = jnp.maximum(explained_variance, noise_variance)
+    has_noise = noise_variance > 0
+    safe_noise = jnp.where(has_noise, noise_variance, 1.0)
+    mahalanobis = jnp.sum(scores**2 / variance, axis=1) + jnp.where(
+        has_noise, jnp.sum(residual**2, axis=1) / safe_noise, 0.0
+    )
+    log_det = jnp.sum(jnp.log(variance)) + jnp.where(has_noise, (d - k) * jnp.log(safe_noise), 0.0)
+    return -0.5 * (d * jnp.log(2.0 * jnp.pi) + log_det + mahalanobis)

@@ -1,0 +1,211 @@
+"""``latentlab.BayesianPCA``: PPCA with an ARD prior that switches off unneeded components."""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab.estimators.base import to_numpy
+from latentlab.estimators.gaussian_latent import VARIANCE_FLOOR, GaussianLatentEstimator
+from latentlab.models import bpca
+
+__all__ = ["BayesianPCA"]
+
+
+class BayesianPCA(GaussianLatentEstimator):
+    """Bayesian PCA (Bishop 1999): MAP under an ARD prior on the columns of W.
+
+    Each column w_k has prior N(0, alpha_k^{-1} I) and alpha_k ~ Gamma(a, b).  Start
+    with more components than needed: EM drives the precision alpha_k of unsupported
+    columns up and their loadings to zero.  A component whose squared norm falls
+    below the noise variance is *pruned*: fixed at exactly zero and left out of
+    ``effective_rank_`` and of the parameter count for BIC/AIC.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Maximum number of components K (``1 <= K <= min(n_samples, n_features) - 1``);
+        ``None`` takes the largest allowed value.
+    alpha_a : float, default=1.0
+        Shape a of the Gamma hyperprior on each alpha_k.
+    alpha_b : float, default=1e-3
+        Rate b of the hyperprior, in units of the mean feature variance (so the fit
+        does not depend on the data's scale).  Must be > 0: with b = 0 the joint
+        density is unbounded as a column shrinks to zero.
+    prune_threshold : float, default=1.0
+        A component is switched off when its variance ||w_k||^2 falls below
+        ``prune_threshold * sigma2`` (equivalently, when alpha_k exceeds
+        (d + 2a - 2) / (prune_threshold * sigma2 + 2b)): a direction carrying less
+        variance than the noise cannot be told apart from it.  EM then continues with
+        those columns fixed at zero.
+    method : {"em", "map", "svi"}, default="em"
+        ``"em"`` and ``"map"`` (AutoDelta on the same declaration) both find the MAP;
+        ``"svi"`` fits a mean-field Gaussian posterior.
+    tol, max_iter, n_init, svi_steps, learning_rate, random_state, dtype, verbose
+        As for :class:`latentlab.PPCA`.
+
+    Attributes
+    ----------
+    alpha_ : ndarray (n_components,)
+        Fitted precisions of the columns of W (large = switched off).
+    effective_rank_ : int
+        Number of components left after pruning.
+    log_likelihoods_ : ndarray
+        For a MAP fit this is the log *joint* density (log-likelihood + log prior),
+        which EM never decreases; ``score`` is the log-likelihood alone.  When
+        components are pruned it is the trace of the EM run after pruning (``n_iter_``
+        counts both runs).
+    components_, mean_, noise_variance_, params_, model_, n_iter_, converged_
+        As for :class:`latentlab.PPCA`; ``params_`` adds ``alpha``.
+    """
+
+    _module = bpca
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        alpha_a=1.0,
+        alpha_b=1e-3,
+        prune_threshold=1.0,
+        method="em",
+        tol=1e-8,
+        max_iter=5000,
+        n_init=1,
+        svi_steps=3000,
+        learning_rate=0.05,
+        random_state=None,
+        dtype="float64",
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.alpha_a = alpha_a
+        self.alpha_b = alpha_b
+        self.prune_threshold = prune_threshold
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.dtype = dtype
+        self.verbose = verbose
+
+    prior = True  # the ARD prior is the model; MAP/SVI always use it
+
+    def _max_components(self, n_samples, n_features):
+        return min(n_samples, n_features) - 1, "min(n_samples, n_features) - 1"
+
+    def fit(self, X, y=None):
+        """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
+        if not self.alpha_b > 0:
+            raise ValueError(
+                f"alpha_b must be > 0, got {self.alpha_b!r}: with a flat hyperprior the "
+                "joint density is unbounded as a component shrinks to zero"
+            )
+        if not self.alpha_a > 0:
+            raise ValueError(f"alpha_a must be > 0, got {self.alpha_a!r}")
+        if not self.prune_threshold >= 0:
+            raise ValueError(f"prune_threshold must be >= 0, got {self.prune_threshold!r}")
+        return self._fit_latent(X)
+
+    def _hyper(self, column_variance, dtype):
+        mean_variance = float(np.mean(column_variance))
+        self.reference_variance_ = mean_variance
+        floor = VARIANCE_FLOOR * mean_variance
+        return bpca.Hyper(
+            variance_floor=jnp.asarray(floor, dtype),
+            a=jnp.asarray(self.alpha_a, dtype),
+            b=jnp.asarray(self.alpha_b * mean_variance, dtype),
+        )
+
+    def _declaration_settings(self, scale):
+        # data divided by scale = sqrt(mean variance): the rate b in those units
+        return {"alpha_a": float(self.alpha_a), "alpha_b": float(self.alpha_b)}
+
+    def _parameter_log_jacobian(self, scale, n_features, n_components):
+        # log joint of (W/scale, alpha*scale^2) vs (W, alpha): + dK log s - 2K log s
+        return (n_features - 2) * n_components * np.log(scale)
+
+    def _finish(self, params):
+        # No rotation to principal axes here: unlike the likelihood, the ARD prior is
+        # not rotation invariant (and its MAP already has orthogonal columns).  Order
+        # the columns by norm, fix their signs, and carry alpha along.
+        out = {name: to_numpy(value) for name, value in params._asdict().items()}
+        W, alpha = out["W"], out["alpha"]
+        order = np.argsort(-np.sum(W**2, axis=0), kind="stable")
+        W, alpha = W[:, order], alpha[order]
+        signs = np.sign(W[np.abs(W).argmax(axis=0), np.arange(W.shape[1])])
+        W = W * np.where(signs == 0, 1.0, signs)
+        keep = self._active(W, out["sigma2"])
+        out["W"], out["alpha"] = W * keep, alpha
+        self.effective_rank_ = int(keep.sum())
+        return out
+
+    def _active(self, W, sigma2):
+        return np.sum(np.asarray(W) ** 2, axis=0) > self.prune_threshold * float(sigma2)
+
+    def _fit_em(self, data, n, K, column_variance, hyper):
+        params, trace, n_iter, converged = super()._fit_em(data, n, K, column_variance, hyper)
+        active = self._active(params.W, params.sigma2)
+        if active.all() or not active.any():
+            return params, trace, n_iter, converged
+        # Fix the switched-off columns at zero (a fixed point of the updates: E[z_k] = 0
+        # and alpha_k = (d + 2a - 2) / 2b) and let EM settle the rest.
+        d = params.W.shape[0]
+        alpha_max = (d + 2 * hyper.a - 2) / (2 * hyper.b)
+        pruned = params._replace(
+            W=params.W * active, alpha=jnp.where(active, params.alpha, alpha_max)
+        )
+        start = jax.tree.map(lambda leaf: leaf[None], pruned)
+        params, trace, more_iter, converged = self._run_em(start, data, n, hyper)
+        return params, trace, n_iter + more_iter, converged
+
+    def _warn_after_fit(self, hyper):
+        if self.effective_rank_ == self.n_components_ and self.n_components_ > 1:
+            warnings.warn(
+                f"BayesianPCA kept all {self.n_components_} components; start with more "
+                "to let the prior choose the rank.",
+                UserWarning,
+                stacklevel=3,
+            )
+        super()._warn_after_fit(hyper)
+
+    # -- fitted quantities --------------------------------------------------------------
+
+    def _noise_variance_vector(self):
+        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
+
+    def _n_parameters(self) -> int:
+        return bpca.n_parameters(self.n_features_in_, self.effective_rank_)
+
+    @property
+    def alpha_(self):
+        check_is_fitted(self)
+        return self.params_["alpha"].copy()
+
+    @property
+    def noise_variance_(self):
+        check_is_fitted(self)
+        return float(self.params_["sigma2"])
+
+    @property
+    def model_(self):
+        """The NumPyro declaration with this fit's static settings bound.
+
+        Its hyperprior rate is in the data's units (``alpha_b`` times the training
+        data's mean feature variance).
+        """
+        check_is_fitted(self)
+        return partial(
+            bpca.bpca_model,
+            n_components=self.n_components_,
+            alpha_a=float(self.alpha_a),
+            alpha_b=float(self.alpha_b * self.reference_variance_),
+        )

@@ -1,0 +1,338 @@
+"""``latentlab.CCA`` and ``latentlab.KernelCCA``: regularized canonical correlation analysis."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_data, check_n_components
+from latentlab.closed_form import cca as cf
+from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators.base import LatentEstimator, to_numpy
+from latentlab.estimators.kernel_pca import check_gram, resolve_kernel
+
+__all__ = ["CCA", "KernelCCA"]
+
+
+def _check_reg(reg, *, positive: bool, who: str):
+    """``reg`` as a (reg_x, reg_y) pair of floats, each >= 0 (or > 0 when ``positive``)."""
+    pair = reg if isinstance(reg, (tuple, list, np.ndarray)) else (reg, reg)
+    if len(pair) != 2 or not all(
+        isinstance(r, numbers.Real) and not isinstance(r, bool) and np.isfinite(r) for r in pair
+    ):
+        raise ValueError(f"reg must be a finite number or a pair (reg_x, reg_y), got {reg!r}")
+    reg_x, reg_y = float(pair[0]), float(pair[1])
+    if positive and not (reg_x > 0 and reg_y > 0):
+        raise ValueError(
+            f"{who} needs reg > 0 for both views, got reg={reg!r}: unregularized kernel CCA "
+            "is degenerate (a full-rank Gram matrix, e.g. any RBF kernel, gives canonical "
+            "correlation 1 for every direction)"
+        )
+    if reg_x < 0 or reg_y < 0:
+        raise ValueError(f"reg must be >= 0 for both views, got reg={reg!r}")
+    return reg_x, reg_y
+
+
+class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+    """Validation of the two views and the ``transform(X, Y)`` surface.
+
+    ``transform`` is defined on a ``TransformerMixin`` subclass so that scikit-learn's
+    ``set_output`` wraps it (it wraps only methods a subclass defines itself).
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def _views(self, X, Y, *, reset: bool):
+        name = type(self).__name__
+        if Y is None:
+            raise ValueError(f"{name} requires y to be passed, but the target y is None")
+        X = check_data(self, X, reset=reset, allow_nan=False, min_samples=3 if reset else 1)
+        Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
+        if Y.ndim == 1:
+            Y = Y[:, None]
+        if Y.ndim != 2:
+            raise ValueError(f"Y must be 1-D or 2-D, got an array of shape {Y.shape}")
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(
+                f"X and Y must have the same number of rows (samples), got "
+                f"{X.shape[0]} and {Y.shape[0]}"
+            )
+        if reset:
+            self.n_features_y_ = Y.shape[1]
+        elif Y.shape[1] != self.n_features_y_:
+            raise ValueError(
+                f"Y has {Y.shape[1]} features, but {name} was fitted with "
+                f"{self.n_features_y_} Y features"
+            )
+        return X, np.asarray(Y, dtype=np.float64)
+
+    def fit_transform(self, X, y=None):
+        """Fit, then return the canonical scores: ``(x_scores, y_scores)``."""
+        return self.fit(X, y).transform(X, y)
+
+    def transform(self, X, Y=None):
+        """Canonical scores of X (n_samples, n_components_), and of Y when it is given."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        if Y is None:
+            with self._precision():
+                return self._scores_x(X)
+        X, Y = self._views(X, Y, reset=False)
+        with self._precision():
+            return self._scores_x(X), self._scores_y(Y)
+
+
+class CCA(_TwoViewTransformer):
+    """Canonical correlation analysis in closed form, with optional ridge regularization.
+
+    Finds weight pairs (u_k, v_k) maximising the correlation of ``X u`` and ``Y v``:
+    whiten each view, then take the SVD of the whitened cross-covariance.  With ``reg``
+    the objective becomes ``u^T C_xy v / sqrt(u^T (C_xx + r_x I) u  v^T (C_yy + r_y I) v)``,
+    which moves continuously from CCA (``reg=0``) to maximum covariance (``reg -> inf``).
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of canonical pairs, ``1 <= n_components <= min(n_features_x,
+        n_features_y)``; None takes that maximum.
+    reg : float or (float, float), default=0.0
+        Ridge added to the (scaled) covariance of each view, ``>= 0``.  Unregularized
+        CCA is degenerate when ``n_features_x + n_features_y >= n_samples - 1`` (some
+        pair of directions always correlates perfectly) or when a view's covariance is
+        singular; then ``reg > 0`` is required.
+    scale : bool, default=True
+        Divide each column by its standard deviation first (as scikit-learn's CCA).
+        Canonical correlations do not depend on it when ``reg=0``; the meaning of
+        ``reg`` does.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    correlations_ : ndarray (n_components_,)
+        Canonical correlations: the correlations of the paired training scores.
+    regularized_correlations_ : ndarray (n_components_,)
+        The maximised objective (equals ``correlations_`` when ``reg=0``).
+    x_weights_, y_weights_ : ndarray (n_features_x, n_components_), (n_features_y, ...)
+        Weights on the centred (and scaled) views: ``x_scores = Xs @ x_weights_``.
+        The largest-magnitude x weight of each pair is positive.
+    x_loadings_, y_loadings_ : ndarray
+        Least-squares coefficients of each (scaled) variable on the view's scores; with
+        ``reg=0`` and ``scale=True``, the correlations of variables with canonical
+        variates (structure coefficients).
+    x_mean_, y_mean_, x_std_, y_std_ : ndarray
+    n_components_, n_features_in_, n_features_y_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(100, 3)), rng.normal(size=(100, 2))
+    >>> x_scores, y_scores = latentlab.CCA(n_components=2).fit(X, Y).transform(X, Y)
+    """
+
+    def __init__(self, n_components=None, *, reg=0.0, scale=True, dtype="float64"):
+        self.n_components = n_components
+        self.reg = reg
+        self.scale = scale
+        self.dtype = dtype
+
+    def fit(self, X, y=None):
+        """Fit on views X (n_samples, n_features_x) and y = Y (n_samples, n_features_y)."""
+        X, Y = self._views(X, y, reset=True)
+        (n, p), q = X.shape, Y.shape[1]
+        reg_x, reg_y = _check_reg(self.reg, positive=False, who="CCA")
+        high = min(p, q)
+        K = high if self.n_components is None else self.n_components
+        K = check_n_components(K, 1, high, "min(n_features_x, n_features_y)")
+        if reg_x == 0 and reg_y == 0 and p + q >= n - 1:
+            raise ValueError(
+                f"Unregularized CCA is degenerate here: n_features_x + n_features_y = "
+                f"{p + q} >= n_samples - 1 = {n - 1}, so some directions correlate "
+                "perfectly whatever the data. Set reg > 0 (ridge on each view's covariance)."
+            )
+        with self._precision():
+            fit = call(
+                cf.fit_cca,
+                n * (p + q),
+                to_device(X),
+                to_device(Y),
+                reg_x,
+                reg_y,
+                scale=bool(self.scale),
+            )
+            fit = jax.tree.map(to_numpy, fit)
+        for view, eigenvalues, reg, dim in (
+            ("X", fit.x_eigenvalues, reg_x, p),
+            ("Y", fit.y_eigenvalues, reg_y, q),
+        ):
+            top = max(float(eigenvalues.max()), 0.0)
+            if reg == 0 and float(eigenvalues.min()) <= top * max(n, dim) * np.finfo(float).eps:
+                raise ValueError(
+                    f"The covariance of {view} is singular (constant or collinear columns), "
+                    "so unregularized CCA cannot whiten it; set reg > 0 or drop those columns."
+                )
+        self.n_components_ = K
+        self.x_mean_, self.y_mean_ = fit.x_mean, fit.y_mean
+        self.x_std_, self.y_std_ = fit.x_scale, fit.y_scale
+        self.x_weights_, self.y_weights_ = fit.x_weights[:, :K], fit.y_weights[:, :K]
+        self.x_loadings_, self.y_loadings_ = fit.x_loadings[:, :K], fit.y_loadings[:, :K]
+        self.correlations_ = fit.correlations[:K]
+        self.regularized_correlations_ = fit.singular_values[:K]
+        return self
+
+    def _scores_x(self, X):
+        args = (self.x_mean_, self.x_std_, self.x_weights_)
+        return to_numpy(map_rows(cf.cca_transform, X, *map(jnp.asarray, args)))
+
+    def _scores_y(self, Y):
+        args = (self.y_mean_, self.y_std_, self.y_weights_)
+        return to_numpy(map_rows(cf.cca_transform, Y, *map(jnp.asarray, args)))
+
+
+class KernelCCA(_TwoViewTransformer):
+    """Regularized kernel canonical correlation analysis.
+
+    Linear CCA between the kernel feature spaces of the two views (Bach & Jordan 2002;
+    Hardoon, Szedmak & Shawe-Taylor 2004), computed from the eigendecompositions of the
+    two doubly centred Gram matrices.  Regularization is required: without it every
+    full-rank Gram matrix gives correlation 1.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Number of canonical pairs, ``1 <= n_components <= n_samples``.
+    reg : float or (float, float), default=0.1
+        Ridge on each view's feature-space covariance (per sample), ``> 0``.
+    kernel, kernel_y : str or callable, default="rbf", None
+        Kernels of the X and Y views (``kernel_y=None``: the same as ``kernel``); see
+        :class:`latentlab.KernelPCA`.
+    gamma, degree, coef0 : float or None, int, float
+        Kernel settings, shared by both views; ``gamma=None`` is ``1 / n_features`` of
+        each view.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    correlations_ : ndarray (n_components_,)
+        Correlations of the paired training scores.
+    regularized_correlations_ : ndarray (n_components_,)
+        The maximised regularized objective.
+    x_dual_coef_, y_dual_coef_ : ndarray (n_samples, n_components_)
+        Scores are the centred kernel between new and training points times these.
+    X_fit_, Y_fit_ : ndarray
+    n_components_, n_features_in_, n_features_y_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(80, 2)); Y = np.c_[X[:, 0] ** 2, rng.normal(size=80)]
+    >>> latentlab.KernelCCA(n_components=1, reg=0.1).fit(X, Y).correlations_.shape
+    (1,)
+    """
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        reg=0.1,
+        kernel="rbf",
+        kernel_y=None,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        dtype="float64",
+    ):
+        self.n_components = n_components
+        self.reg = reg
+        self.kernel = kernel
+        self.kernel_y = kernel_y
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.dtype = dtype
+
+    def fit(self, X, y=None):
+        """Fit on views X (n_samples, n_features_x) and y = Y (n_samples, n_features_y)."""
+        X, Y = self._views(X, y, reset=True)
+        n = X.shape[0]
+        reg_x, reg_y = _check_reg(self.reg, positive=True, who="KernelCCA")
+        K = check_n_components(self.n_components, 1, n, "n_samples")
+        kernel_y = self.kernel if self.kernel_y is None else self.kernel_y
+        self._x_kernel = resolve_kernel(
+            self.kernel, self.gamma, self.degree, self.coef0, X.shape[1], "kernel"
+        )
+        self._y_kernel = resolve_kernel(
+            kernel_y, self.gamma, self.degree, self.coef0, Y.shape[1], "kernel_y"
+        )
+        with self._precision():
+            Xj, Yj = to_device(X), to_device(Y)
+            for (kernel, _, _), V, name in (
+                (self._x_kernel, Xj, "kernel"),
+                (self._y_kernel, Yj, "kernel_y"),
+            ):
+                if callable(kernel):
+                    check_gram(jax.eval_shape(kernel, V, V), n, n, name)
+            fit = call(
+                cf.fit_kernel_cca,
+                n * n,
+                Xj,
+                Yj,
+                self._x_kernel[1],
+                self._y_kernel[1],
+                reg_x,
+                reg_y,
+                x_kernel=self._x_kernel[0],
+                y_kernel=self._y_kernel[0],
+                x_degree=self._x_kernel[2],
+                y_degree=self._y_kernel[2],
+            )
+            fit = jax.tree.map(to_numpy, fit)
+        if not (
+            np.isfinite(fit.x_dual_coef[:, :K]).all() and np.isfinite(fit.y_dual_coef[:, :K]).all()
+        ):
+            raise ValueError("Kernel CCA gave non-finite weights; check the kernels and reg")
+        self.n_components_ = K
+        self.X_fit_, self.Y_fit_ = X, Y
+        self.x_dual_coef_, self.y_dual_coef_ = fit.x_dual_coef[:, :K], fit.y_dual_coef[:, :K]
+        self._x_centring = (fit.x_column_means, fit.x_grand_mean)
+        self._y_centring = (fit.y_column_means, fit.y_grand_mean)
+        self.correlations_ = fit.correlations[:K]
+        self.regularized_correlations_ = fit.singular_values[:K]
+        return self
+
+    def _scores(self, V, V_fit, kernel, dual, centring):
+        kernel, params, degree = kernel
+        return to_numpy(
+            map_rows(
+                cf.kernel_cca_transform,
+                V,
+                jnp.asarray(V_fit),
+                params,
+                jnp.asarray(dual),
+                jnp.asarray(centring[0]),
+                jnp.asarray(centring[1]),
+                kernel=kernel,
+                degree=degree,
+                work_per_row=len(V_fit),
+            )
+        )
+
+    def _scores_x(self, X):
+        return self._scores(X, self.X_fit_, self._x_kernel, self.x_dual_coef_, self._x_centring)
+
+    def _scores_y(self, Y):
+        return self._scores(Y, self.Y_fit_, self._y_kernel, self.y_dual_coef_, self._y_centring)

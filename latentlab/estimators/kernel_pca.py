@@ -1,0 +1,309 @@
+"""``latentlab.KernelPCA``: kernel PCA with out-of-sample projection and pre-images."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_data, check_n_components, check_option
+from latentlab.closed_form import kernel_pca as cf
+from latentlab.closed_form.kernels import KERNELS, KernelParams
+from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+
+__all__ = ["KernelPCA", "resolve_kernel"]
+
+EIGEN_SOLVERS = ("auto", "dense", "randomized")
+
+
+def resolve_kernel(kernel, gamma, degree, coef0, n_features, name="kernel"):
+    """Check kernel settings; return (kernel for the jit'd functions, KernelParams, degree).
+
+    ``kernel`` is a built-in name or a jit-compatible callable ``k(A, B)`` mapping arrays
+    of shape (n, d) and (m, d) to an (n, m) Gram matrix.  ``gamma=None`` means
+    ``1 / n_features``, as in scikit-learn.
+    """
+    if callable(kernel):
+        probe_a = jax.ShapeDtypeStruct((3, n_features), jnp.float64)
+        probe_b = jax.ShapeDtypeStruct((2, n_features), jnp.float64)
+        try:
+            with jax.enable_x64(True):
+                out = jax.eval_shape(kernel, probe_a, probe_b)
+        except Exception as error:  # any tracing failure is the user's callable
+            raise ValueError(
+                f"The {name} callable could not be traced by JAX on arrays of shape "
+                f"(3, {n_features}) and (2, {n_features}): {error}. It must be a "
+                "jit-compatible function k(A, B) of two 2-D arrays."
+            ) from error
+        shape = getattr(out, "shape", None)
+        if shape != (3, 2):
+            raise ValueError(
+                f"The {name} callable must map arrays of shape (n, d) and (m, d) to an "
+                f"(n, m) Gram matrix, but for (3, {n_features}) and (2, {n_features}) it "
+                f"returned shape {shape}. (For a function of two vectors, use "
+                "jax.vmap(jax.vmap(k, (None, 0)), (0, None)).)"
+            )
+    elif not isinstance(kernel, str) or kernel not in KERNELS:
+        raise ValueError(
+            f"Unknown {name}={kernel!r}; expected one of {sorted(KERNELS)} or a callable "
+            "k(A, B) -> (n, m) Gram matrix"
+        )
+    if gamma is None:
+        gamma = 1.0 / n_features
+    if not isinstance(gamma, numbers.Real) or not np.isfinite(gamma) or gamma <= 0:
+        raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
+    if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or degree < 0:
+        raise ValueError(f"degree must be a non-negative integer, got {degree!r}")
+    if not isinstance(coef0, numbers.Real) or not np.isfinite(coef0):
+        raise ValueError(f"coef0 must be a finite number, got {coef0!r}")
+    return kernel, KernelParams(gamma=float(gamma), coef0=float(coef0)), int(degree)
+
+
+def check_gram(K, n_rows, n_cols, name="kernel"):
+    """A user kernel must give a finite Gram matrix of the right shape on real data too."""
+    if K.shape != (n_rows, n_cols):
+        raise ValueError(
+            f"The {name} callable returned shape {K.shape}; expected ({n_rows}, {n_cols})"
+        )
+
+
+class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+    """Kernel principal component analysis (Schölkopf, Smola & Müller 1998).
+
+    PCA of the doubly centred Gram matrix, computed by jit-compiled JAX in float64, with
+    scikit-learn's ``KernelPCA`` conventions (``eigenvalues_`` are those of the centred
+    Gram matrix, training projections are ``eigenvectors_ * sqrt(eigenvalues_)``).
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components, ``1 <= n_components <= n_samples``; None keeps every
+        component with a non-zero eigenvalue.  Components beyond the numerical rank of
+        the centred kernel are dropped with a warning.
+    kernel : {"linear", "rbf", "poly", "sigmoid", "cosine"} or callable, default="linear"
+        A callable ``k(A, B)`` must map arrays (n, d), (m, d) to the (n, m) Gram matrix
+        and be traceable by ``jax.jit``.
+    gamma : float or None, default=None
+        For rbf, poly and sigmoid; None means ``1 / n_features``.
+    degree : int, default=3
+        For poly.
+    coef0 : float, default=1
+        For poly and sigmoid.
+    fit_inverse_transform : bool, default=False
+        Learn the pre-image map by kernel ridge regression (needed by
+        :meth:`inverse_transform`).
+    alpha : float, default=1.0
+        Ridge penalty of the pre-image regression, ``>= 0``.
+    eigen_solver : {"auto", "dense", "randomized"}, default="auto"
+        ``"auto"``: randomized when ``n_samples > 200`` and ``n_components < 10``.
+    n_oversamples : int, default=10
+    iterated_power : int or "auto", default="auto"
+        Power iterations of the randomized solver ("auto": 7 if ``n_components <
+        0.1 n_samples`` else 4).
+    random_state : int, RandomState or None, default=None
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    eigenvalues_ : ndarray (n_components_,)
+        Eigenvalues of the centred Gram matrix, decreasing.
+    eigenvectors_ : ndarray (n_samples, n_components_)
+        Unit eigenvectors; the largest-magnitude entry of each is positive.
+    X_fit_ : ndarray (n_samples, n_features)
+    gamma_ : float
+    dual_coef_, X_transformed_fit_ : ndarray
+        Pre-image regression (only with ``fit_inverse_transform=True``).
+    n_components_, n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> latentlab.KernelPCA(n_components=2, kernel="rbf").fit(X).transform(X).shape
+    (50, 2)
+    """
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        kernel="linear",
+        gamma=None,
+        degree=3,
+        coef0=1,
+        fit_inverse_transform=False,
+        alpha=1.0,
+        eigen_solver="auto",
+        n_oversamples=10,
+        iterated_power="auto",
+        random_state=None,
+        dtype="float64",
+    ):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.fit_inverse_transform = fit_inverse_transform
+        self.alpha = alpha
+        self.eigen_solver = eigen_solver
+        self.n_oversamples = n_oversamples
+        self.iterated_power = iterated_power
+        self.random_state = random_state
+        self.dtype = dtype
+
+    def _kernel_args(self):
+        return {"kernel": self._kernel, "degree": self._degree}
+
+    def fit(self, X, y=None):
+        """Fit the model to X (n_samples, n_features)."""
+        self._fit(X)
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit to X and return its training projections ``eigenvectors_ * sqrt(eigenvalues_)``."""
+        self._fit(X)
+        return self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+
+    def _fit(self, X):
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        n, d = X.shape
+        kernel, params, degree = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0, d)
+        K = n if self.n_components is None else self.n_components
+        K = check_n_components(K, 1, n, "n_samples")
+        check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
+        if not isinstance(self.alpha, numbers.Real) or not self.alpha >= 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        solver = self.eigen_solver
+        if solver == "auto":
+            solver = "randomized" if n > 200 and K < 10 else "dense"
+        power = self.iterated_power
+        if power == "auto":
+            power = 7 if K < 0.1 * n else 4
+        if not isinstance(power, numbers.Integral) or power < 0:
+            raise ValueError(f"iterated_power must be 'auto' or an integer >= 0, got {power!r}")
+        if not isinstance(self.n_oversamples, numbers.Integral) or self.n_oversamples < 0:
+            raise ValueError(f"n_oversamples must be an integer >= 0, got {self.n_oversamples!r}")
+        self._kernel, self._degree = kernel, degree
+        with self._precision():
+            Xj = to_device(X)
+            if callable(kernel):
+                check_gram(jax.eval_shape(kernel, Xj, Xj), n, n)
+            result = call(
+                cf.fit_kernel_pca,
+                n * n,
+                Xj,
+                params,
+                jax_key(self.random_state),
+                n_components=K if solver == "randomized" else None,
+                solver=solver,
+                n_oversamples=int(self.n_oversamples),
+                n_iter=int(power),
+                **self._kernel_args(),
+            )
+            eigenvalues = to_numpy(result.eigenvalues)[:K]
+            eigenvectors = to_numpy(result.eigenvectors)[:, :K]
+            tolerance = float(result.rank_tolerance)
+        if not np.isfinite(eigenvalues).all():
+            raise ValueError("The kernel matrix is not finite; check the kernel and its gamma")
+        kept = eigenvalues > tolerance
+        rank = int(kept.sum())
+        if rank == 0:
+            raise ValueError(
+                "The centred kernel matrix is numerically zero: every sample looks the same "
+                "in the kernel's feature space, so there are no components to extract"
+            )
+        if self.n_components is not None and rank < K:
+            warnings.warn(
+                f"n_components={K} exceeds the numerical rank ({rank}) of the centred "
+                f"kernel matrix; the {K - rank} component(s) with (near-)zero eigenvalues "
+                f"are dropped and n_components_={rank}.",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.solver_ = solver
+        self.gamma_ = params.gamma
+        self.eigenvalues_ = eigenvalues[kept]
+        self.eigenvectors_ = eigenvectors[:, kept]
+        self.n_components_ = rank
+        self.X_fit_ = X
+        self._column_means = to_numpy(result.column_means)
+        self._grand_mean = float(result.grand_mean)
+        self._params = params
+        if self.fit_inverse_transform:
+            self.X_transformed_fit_ = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+            with self._precision():
+                self.dual_coef_ = to_numpy(
+                    call(
+                        cf.fit_preimage,
+                        n * n,
+                        jnp.asarray(self.X_transformed_fit_),
+                        jnp.asarray(X),
+                        params,
+                        float(self.alpha),
+                        **self._kernel_args(),
+                    )
+                )
+            if not np.isfinite(self.dual_coef_).all():
+                raise ValueError(
+                    "The pre-image regression is singular; use alpha > 0 "
+                    f"(got alpha={self.alpha!r})"
+                )
+        return X
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def transform(self, X):
+        """Project new points (n_samples, n_features) with the consistently centred kernel."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        with self._precision():
+            return to_numpy(
+                map_rows(
+                    cf.kernel_pca_transform,
+                    X,
+                    jnp.asarray(self.X_fit_),
+                    self._params,
+                    jnp.asarray(self.eigenvalues_),
+                    jnp.asarray(self.eigenvectors_),
+                    jnp.asarray(self._column_means),
+                    jnp.asarray(self._grand_mean),
+                    work_per_row=len(self.X_fit_),
+                    **self._kernel_args(),
+                )
+            )
+
+    def inverse_transform(self, X):
+        """Approximate pre-images of projections (n_samples, n_components_), by the
+        kernel ridge map learnt at fit time (``fit_inverse_transform=True``)."""
+        check_is_fitted(self)
+        if not self.fit_inverse_transform:
+            raise NotFittedError(
+                "inverse_transform needs fit_inverse_transform=True when the model is fitted"
+            )
+        Z = np.asarray(X, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] != self.n_components_:
+            raise ValueError(f"X must have shape (n_samples, {self.n_components_}), got {Z.shape}")
+        if not np.isfinite(Z).all():
+            raise ValueError("X contains NaN or infinity")
+        with self._precision():
+            return to_numpy(
+                map_rows(
+                    cf.preimage,
+                    Z,
+                    jnp.asarray(self.X_transformed_fit_),
+                    jnp.asarray(self.dual_coef_),
+                    self._params,
+                    work_per_row=len(self.X_transformed_fit_),
+                    **self._kernel_args(),
+                )
+            )

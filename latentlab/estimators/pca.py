@@ -1,0 +1,307 @@
+"""``latentlab.PCA``: principal component analysis in closed form (full, eigh, randomized)."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_data, check_n_components, check_option
+from latentlab.closed_form import pca as cf
+from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+
+__all__ = ["PCA"]
+
+SOLVERS = ("auto", "full", "covariance_eigh", "randomized")
+
+
+def _is_fraction(n_components) -> bool:
+    return (
+        isinstance(n_components, numbers.Real)
+        and not isinstance(n_components, (bool, numbers.Integral))
+        and 0 < n_components < 1
+    )
+
+
+class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
+    """Principal component analysis, computed by jit-compiled JAX in float64.
+
+    The centred data ``X - mean_`` are decomposed as ``U S V^T``; the rows of ``V^T``
+    are the components.  Same attributes and conventions as scikit-learn's ``PCA``.
+
+    Parameters
+    ----------
+    n_components : int, float in (0, 1) or None, default=None
+        An int keeps that many components (``1 <= n_components <= min(n_samples,
+        n_features)``); a float in (0, 1) keeps the fewest components whose explained
+        variance ratio exceeds it (needs the full spectrum, so not with
+        ``svd_solver="randomized"``); None keeps ``min(n_samples, n_features)``.
+    whiten : bool, default=False
+        Scale the projections to unit variance (``transform`` divides by
+        ``sqrt(explained_variance_)``; ``inverse_transform`` undoes it).
+    svd_solver : {"auto", "full", "covariance_eigh", "randomized"}, default="auto"
+        ``"full"``: thin SVD of the centred data.  ``"covariance_eigh"``: eigh of the
+        d x d scatter matrix, fastest when n_samples >> n_features.  ``"randomized"``:
+        Halko-Martinsson-Tropp randomized SVD.  ``"auto"`` follows scikit-learn:
+        covariance_eigh when ``n_features <= 1000`` and ``n_samples >= 10 n_features``,
+        else full for small problems or fractional ``n_components``, else randomized
+        when ``n_components < 0.8 min(n_samples, n_features)``, else full.
+    n_oversamples : int, default=10
+        Extra sketch columns for the randomized solver.
+    iterated_power : int or "auto", default="auto"
+        Power iterations for the randomized solver; "auto" is 7 when
+        ``n_components < 0.1 min(n_samples, n_features)``, else 4.
+    random_state : int, RandomState or None, default=None
+        Seeds the randomized solver's sketch.
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the computation; float64 does not change JAX's global config.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components_, n_features)
+        Principal axes, by decreasing variance; the largest-magnitude entry of each is
+        positive (scikit-learn's ``svd_flip(u_based_decision=False)``).
+    explained_variance_ : ndarray (n_components_,)
+        Variance along each component, ddof=1 (``singular_values_**2 / (n - 1)``).
+    explained_variance_ratio_ : ndarray (n_components_,)
+        Fraction of the total (ddof=1) variance.
+    singular_values_ : ndarray (n_components_,)
+    mean_ : ndarray (n_features,)
+    noise_variance_ : float
+        Mean of the discarded eigenvalues (ddof=1), 0 when none are discarded; the
+        noise of the probabilistic PCA model used by :meth:`score`.
+    n_components_, n_samples_, n_features_in_ : int
+    svd_solver_ : str
+        The solver actually used.
+
+    Notes
+    -----
+    ``score`` is the probabilistic PCA log-likelihood with these ddof=1 eigenvalues,
+    exactly scikit-learn's ``PCA.score``.  ``latentlab.PPCA`` scores the maximum
+    likelihood (ddof=0) fit instead, so the two differ slightly on the same data.
+    With ``whiten=True`` scikit-learn's ``get_covariance`` rescales the components; here
+    the likelihood of x does not depend on how the projections are scaled.
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> X = np.random.default_rng(0).normal(size=(100, 5))
+    >>> latentlab.PCA(n_components=2).fit(X).components_.shape
+    (2, 5)
+    """
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        whiten=False,
+        svd_solver="auto",
+        n_oversamples=10,
+        iterated_power="auto",
+        random_state=None,
+        dtype="float64",
+    ):
+        self.n_components = n_components
+        self.whiten = whiten
+        self.svd_solver = svd_solver
+        self.n_oversamples = n_oversamples
+        self.iterated_power = iterated_power
+        self.random_state = random_state
+        self.dtype = dtype
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def _resolve(self, n_samples, n_features):
+        """(solver, n_components or None for a fraction) after checking the settings."""
+        check_option("svd_solver", self.svd_solver, SOLVERS)
+        high = min(n_samples, n_features)
+        fraction = _is_fraction(self.n_components)
+        if self.n_components is None:
+            K = high
+        elif fraction:
+            K = None
+        elif isinstance(self.n_components, numbers.Real) and not isinstance(
+            self.n_components, (bool, numbers.Integral)
+        ):
+            raise ValueError(
+                f"n_components={self.n_components!r} is out of range: a float must lie "
+                "strictly between 0 and 1 (fraction of variance to keep); use an int to "
+                "choose the number of components"
+            )
+        else:
+            K = check_n_components(self.n_components, 1, high, "min(n_samples, n_features)")
+        solver = self.svd_solver
+        if solver == "auto":
+            if n_features <= 1000 and n_samples >= 10 * n_features:
+                solver = "covariance_eigh"
+            elif max(n_samples, n_features) <= 500 or fraction:
+                solver = "full"
+            elif 1 <= K < 0.8 * high:
+                solver = "randomized"
+            else:
+                solver = "full"
+        if solver == "randomized":
+            if fraction:
+                raise ValueError(
+                    "n_components as a fraction of variance needs the full spectrum; use "
+                    "svd_solver='full' or 'covariance_eigh', not 'randomized'"
+                )
+            for name in ("n_oversamples",):
+                value = getattr(self, name)
+                if not isinstance(value, numbers.Integral) or value < 0:
+                    raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            power = self.iterated_power
+            if power != "auto" and (not isinstance(power, numbers.Integral) or power < 0):
+                raise ValueError(
+                    f"iterated_power must be 'auto' or a non-negative integer, got {power!r}"
+                )
+        return solver, K
+
+    def fit(self, X, y=None):
+        """Fit the model to X (n_samples, n_features)."""
+        self._fit(X)
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit to X and return its projections (n_samples, n_components_)."""
+        X = self._fit(X)
+        return self._project(X)
+
+    def _fit(self, X):
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        n, d = X.shape
+        solver, K = self._resolve(n, d)
+        high = min(n, d)
+        with self._precision():
+            Xj = to_device(X)
+            if solver == "full":
+                result = call(cf.pca_full, X.size, Xj)
+            elif solver == "covariance_eigh":
+                result = call(cf.pca_covariance_eigh, X.size, Xj)
+            else:
+                power = self.iterated_power
+                if power == "auto":
+                    power = 7 if K < 0.1 * high else 4
+                result = call(
+                    cf.pca_randomized,
+                    X.size,
+                    Xj,
+                    jax_key(self.random_state),
+                    n_components=K,
+                    n_oversamples=int(self.n_oversamples),
+                    n_iter=int(power),
+                )
+            mean = to_numpy(result.mean)
+            components = to_numpy(result.components)[:high]
+            singular_values = to_numpy(result.singular_values)[:high]
+            variance = to_numpy(result.explained_variance)[:high]
+            total_variance = float(result.total_variance)
+        ratio = variance / total_variance if total_variance > 0 else np.zeros_like(variance)
+        if K is None:  # scikit-learn's rule: fewest components whose ratio exceeds it
+            K = min(
+                int(np.searchsorted(np.cumsum(ratio), self.n_components, side="right")) + 1, high
+            )
+        if solver == "randomized":
+            kept = float(variance[:K].sum())
+            self.noise_variance_ = (total_variance - kept) / (high - K) if K < high else 0.0
+        else:
+            self.noise_variance_ = float(variance[K:].mean()) if K < high else 0.0
+        self.noise_variance_ = max(float(self.noise_variance_), 0.0)
+        self.svd_solver_ = solver
+        self.n_components_ = K
+        self.n_samples_ = n
+        self.mean_ = mean
+        self.components_ = components[:K].copy()
+        self.singular_values_ = singular_values[:K].copy()
+        self.explained_variance_ = variance[:K].copy()
+        self.explained_variance_ratio_ = ratio[:K].copy()
+        return X
+
+    # -- projections --------------------------------------------------------------------
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def _scale(self):
+        if not self.whiten:
+            return np.ones(self.n_components_)
+        variance = self.explained_variance_
+        return np.sqrt(np.where(variance > 0, variance, 1.0))
+
+    def _project(self, X):
+        with self._precision():
+            return to_numpy(
+                map_rows(
+                    cf.pca_transform,
+                    X,
+                    jnp.asarray(self.mean_),
+                    jnp.asarray(self.components_),
+                    jnp.asarray(self._scale()),
+                )
+            )
+
+    def transform(self, X):
+        """Project X onto the components: shape (n_samples, n_components_)."""
+        check_is_fitted(self)
+        return self._project(check_data(self, X, reset=False, allow_nan=False))
+
+    def inverse_transform(self, X):
+        """Map projections (n_samples, n_components_) back to data space."""
+        check_is_fitted(self)
+        Z = np.asarray(X, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] != self.n_components_:
+            raise ValueError(f"X must have shape (n_samples, {self.n_components_}), got {Z.shape}")
+        if not np.isfinite(Z).all():
+            raise ValueError("X contains NaN or infinity")
+        with self._precision():
+            return to_numpy(
+                map_rows(
+                    cf.pca_inverse_transform,
+                    Z,
+                    jnp.asarray(self.mean_),
+                    jnp.asarray(self.components_),
+                    jnp.asarray(self._scale()),
+                )
+            )
+
+    # -- probabilistic PCA likelihood ---------------------------------------------------
+
+    def get_covariance(self) -> np.ndarray:
+        """Model covariance ``V^T diag(max(var, s2) - s2) V + s2 I`` (n_features, n_features)."""
+        check_is_fitted(self)
+        gap = np.maximum(self.explained_variance_ - self.noise_variance_, 0.0)
+        cov = (self.components_.T * gap) @ self.components_
+        cov[np.diag_indices_from(cov)] += self.noise_variance_
+        return cov
+
+    def score_samples(self, X) -> np.ndarray:
+        """Log-likelihood of each row under the probabilistic PCA model (n_samples,)."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        d, K = self.n_features_in_, self.n_components_
+        if (self.noise_variance_ <= 0 and K < d) or np.any(self.explained_variance_ <= 0):
+            raise ValueError(
+                "The probabilistic PCA covariance of this fit is singular (a kept component "
+                "or the noise has zero variance), so its likelihood is undefined; fit with "
+                "fewer components"
+            )
+        with self._precision():
+            return to_numpy(
+                map_rows(
+                    cf.ppca_score_samples,
+                    X,
+                    jnp.asarray(self.mean_),
+                    jnp.asarray(self.components_),
+                    jnp.asarray(self.explained_variance_),
+                    jnp.asarray(self.noise_variance_),
+                )
+            )
+
+    def _n_parameters(self) -> int:
+        d, K = self.n_features_in_, self.n_components_
+        return d * K + d + 1 - K * (K - 1) // 2

@@ -1,0 +1,155 @@
+"""Bayesian PCA (Bishop 1999): probabilistic PCA with an ARD prior on the loadings.
+
+Generative story::
+
+    alpha_k ~ Gamma(a, b)                           (rate b > 0)
+    w_k | alpha_k ~ N(0, alpha_k^{-1} I_d)          (column k of W)
+    z_i ~ N(0, I_K),   x_i | z_i ~ N(W z_i + mu, sigma2 I_d)
+
+with flat priors on mu and sigma2.  Columns that the data do not support are
+driven to zero as their precision alpha_k grows, so a model started with many
+components keeps only as many as the data need (automatic relevance
+determination).  b > 0 matters: with a flat hyperprior the joint density is
+unbounded, since (d/2) log alpha_k -> infinity as w_k -> 0.
+
+EM reaches the MAP of the joint density.  The E-step is PPCA's; the M-step is a
+sequence of conditional maximisations (so the log joint never decreases):
+W with the ridge term sigma2 * alpha_k (Bishop 1999 eq. 8), then sigma2, then
+alpha_k = (d + 2a - 2) / (||w_k||^2 + 2b).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from jax.scipy.special import gammaln
+from latentlab.models import ppca
+from latentlab.models.gaussian_latent import (
+    GaussianData,
+    detect_missing,
+    expected_stats,
+    observe_rows,
+    solve_regression,
+)
+from numpyro.distributions import constraints
+
+__all__ = [
+    "Params",
+    "Hyper",
+    "bpca_model",
+    "model",
+    "init_params",
+    "e_step",
+    "m_step",
+    "log_prior",
+    "rescale",
+    "n_parameters",
+]
+
+
+class Params(NamedTuple):
+    W: jax.Array  # (d, K)
+    mu: jax.Array  # (d,)
+    sigma2: jax.Array  # ()
+    alpha: jax.Array  # (K,) precision of each column of W
+
+
+class Hyper(NamedTuple):
+    variance_floor: jax.Array  # lower bound on sigma2
+    a: jax.Array  # Gamma shape of the alpha hyperprior
+    b: jax.Array  # Gamma rate (in the units of the data's variance)
+
+
+def bpca_model(
+    X=None,
+    *,
+    n_components: int,
+    alpha_a: float = 1.0,
+    alpha_b: float = 1e-3,
+    n_features: int | None = None,
+    n_samples: int | None = None,
+    use_prior: bool = True,
+    has_missing: bool | None = None,
+    explicit_latent: bool = False,
+    subsample_size: int | None = None,
+):
+    """Bayesian PCA.  ``X`` (n, d) may hold NaN for missing entries.
+
+    ``use_prior=False`` masks the ARD prior (giving PPCA's likelihood; ``alpha``
+    is then unconstrained by the data).  mu and sigma2 have flat (improper) priors.
+    """
+    if X is not None:
+        n_samples, n_features = X.shape
+    d, K = n_features, n_components
+    has_missing = detect_missing(X, has_missing)
+
+    with numpyro.handlers.mask(mask=use_prior):
+        alpha = numpyro.sample("alpha", dist.Gamma(alpha_a, alpha_b).expand([K]).to_event(1))
+        W = numpyro.sample("W", dist.Normal(0.0, 1.0 / jnp.sqrt(alpha)).expand([d, K]).to_event(2))
+    mu = numpyro.sample("mu", dist.ImproperUniform(constraints.real, (), (d,)))
+    sigma2 = numpyro.sample("sigma2", dist.ImproperUniform(constraints.positive, (), ()))
+
+    observe_rows(
+        X,
+        W,
+        mu,
+        sigma2 * jnp.ones(d),
+        n_samples=n_samples,
+        has_missing=has_missing,
+        explicit_latent=explicit_latent,
+        subsample_size=subsample_size,
+    )
+
+
+model = bpca_model
+
+
+def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
+    """PPCA's random start, with every alpha_k matched to its column's norm."""
+    start = ppca.init_params(key, n_features, n_components, column_variance)
+    alpha = n_features / jnp.sum(start.W**2, axis=0)
+    return Params(W=start.W, mu=start.mu, sigma2=start.sigma2, alpha=alpha)
+
+
+def log_prior(W, alpha, a, b):
+    """log N(W | 0, alpha^{-1}) column-wise + log Gamma(alpha | a, b)."""
+    d = W.shape[0]
+    log_normal = 0.5 * d * jnp.log(alpha / (2 * jnp.pi)) - 0.5 * alpha * jnp.sum(W**2, axis=0)
+    log_gamma = a * jnp.log(b) - gammaln(a) + (a - 1) * jnp.log(alpha) - b * alpha
+    return jnp.sum(log_normal + log_gamma)
+
+
+def e_step(params: Params, data: GaussianData, hyper: Hyper):
+    """PPCA's E-step; the objective is the log joint density (log-likelihood + log prior)."""
+    d = params.W.shape[0]
+    precision = jnp.full((d,), 1.0, params.W.dtype) / params.sigma2
+    stats, loglik = expected_stats(params.W, params.mu, precision, data)
+    return stats, loglik + log_prior(params.W, params.alpha, hyper.a, hyper.b)
+
+
+def m_step(stats, params: Params, hyper: Hyper) -> Params:
+    """Conditional maximisations: (W, mu) | sigma2, alpha;  sigma2 | W;  alpha | W."""
+    d = params.W.shape[0]
+    W, mu, residual = solve_regression(stats, w_penalty=params.sigma2 * params.alpha)
+    sigma2 = jnp.maximum(jnp.sum(residual) / jnp.sum(stats.count), hyper.variance_floor)
+    alpha = (d + 2 * hyper.a - 2) / (jnp.sum(W**2, axis=0) + 2 * hyper.b)
+    return Params(W=W, mu=mu, sigma2=sigma2, alpha=alpha)
+
+
+def rescale(params: Params, scale) -> Params:
+    """Parameters for data multiplied by ``scale`` (alpha is a precision of W)."""
+    return Params(
+        W=params.W * scale,
+        mu=params.mu * scale,
+        sigma2=params.sigma2 * scale**2,
+        alpha=params.alpha / scale**2,
+    )
+
+
+def n_parameters(n_features: int, n_effective: int) -> int:
+    """PPCA's rotation-invariant count at the effective rank."""
+    return ppca.n_parameters(n_features, n_effective)

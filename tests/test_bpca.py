@@ -1,0 +1,153 @@
+"""Bayesian PCA: ARD pruning, MAP by EM and by gradient on one declaration, imputation."""
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer.util import log_density, log_likelihood
+from oracles import hide_at_random, is_monotone, planted_low_rank
+
+import latentlab
+from latentlab import PPCA, BayesianPCA
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return planted_low_rank(n=200, d=10, rank=3, noise=0.3, seed=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(planted):
+    X, _, _ = planted
+    return BayesianPCA(9, random_state=0).fit(X)
+
+
+def params_batch(est):
+    return {k: v[None] for k, v in est.params_.items()}
+
+
+@pytest.mark.parametrize("n, noise", [(100, 0.1), (300, 0.5), (200, 0.3)])
+def test_started_with_nine_components_keeps_the_planted_three(n, noise):
+    X, W, _ = planted_low_rank(n=n, d=10, rank=3, noise=noise, seed=0)
+    est = BayesianPCA(9, random_state=0).fit(X)
+    assert est.effective_rank_ == 3
+    assert np.count_nonzero(np.linalg.norm(est.components_, axis=1)) == 3
+    # the survivors span the planted subspace
+    Q_true, _ = np.linalg.qr(W)
+    Q_fit, _ = np.linalg.qr(est.components_[:3].T)
+    assert np.linalg.svd(Q_true.T @ Q_fit, compute_uv=False).min() > 0.99
+    assert est.noise_variance_ == pytest.approx(noise**2, rel=0.2)
+
+
+def test_em_never_decreases_log_joint(fitted):
+    assert fitted.converged_
+    assert is_monotone(fitted.log_likelihoods_)
+
+
+def test_trace_is_log_joint_and_score_is_log_likelihood(planted, fitted):
+    X, _, _ = planted
+    n = len(X)
+    with jax.enable_x64(True):
+        ll = float(np.sum(log_likelihood(fitted.model_, params_batch(fitted), X)["x"]))
+        joint, _ = log_density(fitted.model_, (X,), {}, fitted.params_)
+    assert ll == pytest.approx(n * fitted.score(X), rel=1e-10)
+    assert fitted.log_likelihoods_[-1] == pytest.approx(float(joint), rel=1e-10)
+    assert float(joint) > n * fitted.score(X) - 1e3  # the prior term is finite
+
+
+def test_declared_once_with_missing_data(planted):
+    X, _, _ = planted
+    X_missing, _ = hide_at_random(X, 0.2, seed=3)
+    est = BayesianPCA(6, random_state=0).fit(X_missing)
+    assert is_monotone(est.log_likelihoods_)
+    with jax.enable_x64(True):
+        ll = float(np.sum(log_likelihood(est.model_, params_batch(est), X_missing)["x"]))
+        joint, _ = log_density(est.model_, (X_missing,), {}, est.params_)
+    assert ll == pytest.approx(len(X) * est.score(X_missing), rel=1e-10)
+    assert est.log_likelihoods_[-1] == pytest.approx(float(joint), rel=1e-10)
+
+
+def test_map_on_the_declaration_reaches_the_em_optimum(planted):
+    X, _, _ = planted
+    em = BayesianPCA(3, random_state=0).fit(X)
+    grad = BayesianPCA(3, method="map", svi_steps=4000, random_state=0).fit(X)
+    with jax.enable_x64(True):
+        joint_em, _ = log_density(em.model_, (X,), {}, em.params_)
+        joint_map, _ = log_density(em.model_, (X,), {}, grad.params_)
+    assert float(joint_map) == pytest.approx(float(joint_em), rel=1e-4)
+    assert float(joint_map) <= float(joint_em) + 1e-6 * abs(float(joint_em))
+
+
+def test_imputation_vs_ppca():
+    X, _, _ = planted_low_rank(n=200, d=10, rank=3, noise=0.3, seed=0)
+    X_missing, hidden = hide_at_random(X, 0.2, seed=1)
+
+    def rmse(est):
+        return np.sqrt(np.mean((est.impute(X_missing)[hidden] - X[hidden]) ** 2))
+
+    bpca = BayesianPCA(9, random_state=0).fit(X_missing)
+    assert bpca.effective_rank_ == 3
+    ppca_true = PPCA(3, random_state=0).fit(X_missing)
+    ppca_big = PPCA(9, random_state=0).fit(X_missing)
+    assert rmse(bpca) <= 1.01 * rmse(ppca_true)  # no worse than knowing K, up to 1%
+    assert rmse(bpca) < rmse(ppca_big)
+
+
+def test_nuts_runs_on_the_declaration():
+    from numpyro.infer import MCMC, NUTS
+
+    X, _, _ = planted_low_rank(n=40, d=4, rank=1, noise=0.3, seed=2)
+    est = BayesianPCA(2, random_state=0).fit(X)
+    with jax.enable_x64(True):
+        model = est.model_
+        init = {k: np.asarray(v) for k, v in est.params_.items()}
+        init["alpha"] = np.minimum(init["alpha"], 1e3)
+        init["W"] = init["W"] + 0.01
+        from numpyro.infer.initialization import init_to_value
+
+        mcmc = MCMC(
+            NUTS(model, init_strategy=init_to_value(values=init)),
+            num_warmup=100,
+            num_samples=100,
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.PRNGKey(0), X)
+        samples = mcmc.get_samples()
+    assert samples["W"].shape == (100, 4, 2)
+    assert np.all(np.isfinite(samples["sigma2"])) and np.all(samples["sigma2"] > 0)
+    assert abs(np.median(samples["sigma2"]) - est.noise_variance_) < 0.5 * est.noise_variance_
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"alpha_b": 0.0}, "alpha_b"),
+        ({"alpha_a": -1.0}, "alpha_a"),
+        ({"n_components": 10}, "n_components"),
+    ],
+)
+def test_bad_settings(planted, kwargs, match):
+    X, _, _ = planted
+    with pytest.raises(ValueError, match=match):
+        BayesianPCA(**{"n_components": 3, **kwargs}).fit(X)
+
+
+def test_bic_counts_only_effective_components(planted, fitted):
+    X, _, _ = planted
+    n, d, k = len(X), 10, fitted.effective_rank_
+    p = d * k + d + 1 - k * (k - 1) // 2
+    assert fitted.bic(X) == pytest.approx(-2 * n * fitted.score(X) + p * np.log(n))
+
+
+def test_check_estimator():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    check_estimator(BayesianPCA(1, random_state=0), expected_failed_checks={})
+
+
+def test_save_load_round_trip(fitted, planted, tmp_path):
+    X, _, _ = planted
+    fitted.save(tmp_path / "bpca.npz")
+    loaded = latentlab.load(tmp_path / "bpca.npz")
+    assert loaded.score(X) == fitted.score(X)
+    assert loaded.effective_rank_ == fitted.effective_rank_
+    np.testing.assert_array_equal(loaded.impute(X), fitted.impute(X))

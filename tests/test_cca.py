@@ -1,0 +1,189 @@
+"""CCA and kernel CCA against closed forms, the linnerud oracle and each other, in float64."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.datasets import load_linnerud
+from sklearn.utils.estimator_checks import check_estimator
+
+import latentlab
+
+LINNERUD = load_linnerud()
+X, Y = LINNERUD.data, LINNERUD.target
+LINNERUD_CORRELATIONS = [0.79560815, 0.20055604, 0.07257029]
+
+# check_estimator: CCA passes every check.  KernelCCA fails the two checks that compare
+# fit_transform with transform: fit_transform(X, y) returns (x_scores, y_scores), as
+# scikit-learn's own CCA does, but the checks accept a tuple only from estimators whose
+# class name is one of scikit-learn's cross-decomposition classes (CCA, PLSCanonical, ...).
+CCA_EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+KERNEL_CCA_EXPECTED_FAILED_CHECKS = {
+    "check_transformer_general": "fit_transform(X, y) returns (x_scores, y_scores)",
+    "check_transformer_data_not_an_array": "fit_transform(X, y) returns (x_scores, y_scores)",
+}
+
+
+def unit(v):
+    return v / np.linalg.norm(v)
+
+
+def test_linnerud_canonical_correlations_match_oracle():
+    cca = latentlab.CCA().fit(X, Y)
+    assert_allclose(cca.correlations_, LINNERUD_CORRELATIONS, atol=5e-9)
+    assert_allclose(cca.regularized_correlations_, cca.correlations_, rtol=1e-12)
+    unscaled = latentlab.CCA(scale=False).fit(X, Y)  # CCA ignores column scales
+    assert_allclose(unscaled.correlations_, LINNERUD_CORRELATIONS, atol=5e-9)
+
+
+def test_scores_are_canonical_variates():
+    cca = latentlab.CCA().fit(X, Y)
+    T, U = cca.transform(X, Y)
+    n = len(X)
+    assert_allclose(T.T @ T / (n - 1), np.eye(3), atol=1e-10)  # unit variance, uncorrelated
+    assert_allclose(U.T @ U / (n - 1), np.eye(3), atol=1e-10)
+    assert_allclose(T.T @ U / (n - 1), np.diag(LINNERUD_CORRELATIONS), atol=5e-9)
+    assert_allclose(cca.transform(X), T)
+    # with unit-variance scores and scaled data, loadings are structure correlations
+    Xs = (X - X.mean(0)) / X.std(0, ddof=1)
+    assert_allclose(cca.x_loadings_, Xs.T @ T / (n - 1), atol=1e-10)
+
+
+def test_regularization_moves_continuously_to_maximum_covariance():
+    Xs = (X - X.mean(0)) / X.std(0, ddof=1)
+    Ys = (Y - Y.mean(0)) / Y.std(0, ddof=1)
+    u_cov, _, vt_cov = np.linalg.svd(Xs.T @ Ys)  # maximum-covariance (PLS-SVD) directions
+    regs = [0.0, 1e-8, 0.01, 0.1, 1.0, 10.0, 100.0, 1e4, 1e7]
+    fits = [latentlab.CCA(n_components=1, reg=r).fit(X, Y) for r in regs]
+    u = [unit(f.x_weights_[:, 0]) for f in fits]
+    v = [unit(f.y_weights_[:, 0]) for f in fits]
+    # continuity at reg = 0
+    assert_allclose(u[1], u[0], atol=1e-7)
+    # monotone approach to the maximum-covariance directions, reached in the limit
+    angles = [np.arccos(min(1.0, abs(a @ u_cov[:, 0]))) for a in u]
+    assert all(b <= a + 1e-12 for a, b in zip(angles, angles[1:], strict=False)), angles
+    assert angles[-1] < 1e-6 and abs(v[-1] @ vt_cov[0]) > 1 - 1e-12
+    # small steps in reg give small steps in the solution
+    steps = [np.linalg.norm(b - a) for a, b in zip(u[2:], u[3:], strict=False)]
+    assert max(steps) < 0.6
+    # the regularized objective decreases with reg
+    objective = [f.regularized_correlations_[0] for f in fits]
+    assert all(b <= a + 1e-12 for a, b in zip(objective, objective[1:], strict=False))
+
+
+def test_unregularized_cca_is_refused_when_degenerate():
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(12, 6)), rng.normal(size=(12, 5))  # p + q = 11 >= n - 1
+    with pytest.raises(ValueError, match="reg > 0"):
+        latentlab.CCA().fit(A, B)
+    cca = latentlab.CCA(reg=0.1).fit(A, B)
+    assert np.all(cca.correlations_ < 1 - 1e-6)
+
+
+def test_singular_view_covariance_needs_regularization():
+    Xc = np.c_[X, X[:, 0] + X[:, 1]]  # collinear column
+    with pytest.raises(ValueError, match="singular"):
+        latentlab.CCA().fit(Xc, Y)
+    assert np.isfinite(latentlab.CCA(reg=(1e-3, 0.0)).fit(Xc, Y).correlations_).all()
+
+
+def test_linear_kernel_cca_equals_regularized_linear_cca():
+    for reg in (0.05, 2.0):
+        linear = latentlab.CCA(reg=reg, scale=False).fit(X, Y)
+        kernel = latentlab.KernelCCA(n_components=3, reg=reg, kernel="linear").fit(X, Y)
+        assert_allclose(
+            kernel.regularized_correlations_, linear.regularized_correlations_, rtol=1e-8
+        )
+        assert_allclose(kernel.correlations_, linear.correlations_, rtol=1e-8)
+        new_x, new_y = X[:5] + 1.0, Y[:5] - 2.0
+        for ours, ref in zip(
+            kernel.transform(new_x, new_y), linear.transform(new_x, new_y), strict=True
+        ):
+            signs = np.sign(np.sum(ours * ref, axis=0))
+            assert_allclose(ours * signs, ref, atol=1e-8 * np.abs(ref).max())
+
+
+def test_kernel_cca_finds_nonlinear_dependence_on_held_out_data():
+    rng = np.random.default_rng(0)
+    A = rng.uniform(-1, 1, size=(240, 2))
+    B = np.c_[A[:, 0] ** 2 + 0.05 * rng.normal(size=240), rng.normal(size=240)]
+    train, test = slice(0, 160), slice(160, None)
+    linear = latentlab.CCA(n_components=1).fit(A[train], B[train])
+    kernel = latentlab.KernelCCA(n_components=1, reg=0.05, gamma=1.0).fit(A[train], B[train])
+    held_out = [
+        np.corrcoef(*(s[:, 0] for s in m.transform(A[test], B[test])))[0, 1]
+        for m in (linear, kernel)
+    ]
+    assert abs(held_out[0]) < 0.3 < 0.9 < held_out[1]
+
+
+def test_pandas_output_and_feature_names():
+    cca = latentlab.CCA(n_components=2).set_output(transform="pandas").fit(pd.DataFrame(X), Y)
+    out = cca.transform(pd.DataFrame(X))
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == ["cca0", "cca1"]
+    assert list(cca.get_feature_names_out()) == ["cca0", "cca1"]
+    kcca = latentlab.KernelCCA(n_components=2).set_output(transform="pandas").fit(X, Y)
+    assert list(kcca.transform(X).columns) == ["kernelcca0", "kernelcca1"]
+
+
+@pytest.mark.parametrize(
+    ("estimator", "expected"),
+    [
+        (latentlab.CCA(), CCA_EXPECTED_FAILED_CHECKS),
+        (latentlab.KernelCCA(), KERNEL_CCA_EXPECTED_FAILED_CHECKS),
+    ],
+    ids=["CCA", "KernelCCA"],
+)
+def test_check_estimator(estimator, expected):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert set(failed) == set(expected), failed
+
+
+def _wrong_shape(A, B):
+    return A @ A.T
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "params", "match"),
+    [
+        ("CCA", (X[:-1], Y), {}, "same number of rows"),
+        ("CCA", (np.r_[X[:-1], [[np.nan, 1, 2]]], Y), {}, "NaN"),
+        ("CCA", (X, np.r_[Y[:-1], [[np.inf, 1, 2]]]), {}, "infinity"),
+        ("CCA", (X, None), {}, "requires y"),
+        ("CCA", (X, Y), {"n_components": 4}, "n_components"),
+        ("CCA", (X, Y), {"n_components": 0}, "n_components"),
+        ("CCA", (X, Y), {"reg": -1.0}, "reg"),
+        ("CCA", (X, Y), {"reg": (0.1, 0.1, 0.1)}, "reg"),
+        ("KernelCCA", (X[:-2], Y), {}, "same number of rows"),
+        ("KernelCCA", (X, Y), {"reg": 0.0}, "reg > 0"),
+        ("KernelCCA", (X, Y), {"reg": (0.1, -0.1)}, "reg > 0"),
+        ("KernelCCA", (X, Y), {"kernel": "laplacian"}, "Unknown kernel"),
+        ("KernelCCA", (X, Y), {"kernel_y": _wrong_shape}, "shape"),
+        ("KernelCCA", (X, Y), {"n_components": 21}, "n_components"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(cls, data, params, match):
+    with pytest.raises(ValueError, match=match):
+        getattr(latentlab, cls)(**params).fit(*data)
+
+
+def test_transform_checks_y_width():
+    cca = latentlab.CCA().fit(X, Y)
+    with pytest.raises(ValueError, match="Y features"):
+        cca.transform(X, Y[:, :2])
+
+
+def test_quick_compile_path_matches_optimised_path(monkeypatch):
+    from latentlab.estimators import _dispatch
+
+    quick = latentlab.CCA().fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
+    monkeypatch.setattr(_dispatch, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    optimised = latentlab.CCA().fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
+    for a, b in zip(quick, optimised, strict=True):
+        assert_allclose(b.correlations_, a.correlations_, rtol=1e-12)
+        assert_allclose(b.transform(X[:4]), a.transform(X[:4]), atol=1e-10)

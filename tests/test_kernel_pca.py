@@ -1,0 +1,185 @@
+"""Kernel PCA against linear PCA and scikit-learn's KernelPCA, in float64."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+from sklearn import decomposition
+from sklearn.datasets import load_iris
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import check_estimator
+
+import latentlab
+
+IRIS = load_iris().data
+NEW = IRIS[::10] + np.linspace(-0.2, 0.3, 4)  # out-of-sample points
+
+# check_estimator: every check passes for KernelPCA (none expected to fail).
+KERNEL_PCA_EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+
+
+def align_signs(A, B):
+    """Flip the columns of A to best match B (eigenvectors are defined up to sign)."""
+    return A * np.sign(np.sum(A * B, axis=0))
+
+
+def relative_error(A, B):
+    return np.max(np.abs(A - B)) / np.max(np.abs(B))
+
+
+def test_linear_kernel_eigenvalues_are_pca_squared_singular_values():
+    kpca = latentlab.KernelPCA(n_components=4, kernel="linear").fit(IRIS)
+    pca = latentlab.PCA(n_components=4).fit(IRIS)
+    assert_allclose(kpca.eigenvalues_, pca.singular_values_**2, rtol=1e-10)
+
+
+def test_linear_kernel_projections_equal_pca_up_to_sign():
+    kpca = latentlab.KernelPCA(n_components=3, kernel="linear")
+    pca = latentlab.PCA(n_components=3).fit(IRIS)
+    train = kpca.fit_transform(IRIS)
+    assert_allclose(align_signs(train, pca.transform(IRIS)), pca.transform(IRIS), atol=1e-9)
+    new = kpca.transform(NEW)
+    assert_allclose(align_signs(new, pca.transform(NEW)), pca.transform(NEW), atol=1e-9)
+
+
+def test_transform_of_training_data_equals_fit_transform():
+    # Guards the test-kernel centring: the raw kernel vector would shift every point.
+    kpca = latentlab.KernelPCA(n_components=3, kernel="rbf", gamma=0.4)
+    assert_allclose(kpca.fit_transform(IRIS), kpca.transform(IRIS), atol=1e-10)
+
+
+def test_rbf_matches_sklearn_eigenvalues_projections_and_preimages():
+    settings = dict(n_components=4, kernel="rbf", gamma=0.3, fit_inverse_transform=True, alpha=0.1)
+    ours = latentlab.KernelPCA(**settings).fit(IRIS)
+    ref = decomposition.KernelPCA(**settings, eigen_solver="dense").fit(IRIS)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    Z, Z_ref = ours.transform(NEW), ref.transform(NEW)
+    assert relative_error(align_signs(Z, Z_ref), Z_ref) < 1e-8
+    assert_allclose(ours.eigenvectors_, ref.eigenvectors_, atol=1e-8)  # same sign rule
+    assert relative_error(ours.inverse_transform(Z), ref.inverse_transform(Z_ref)) < 1e-8
+
+
+@pytest.mark.parametrize(
+    ("kernel", "params"),
+    [
+        ("poly", dict(gamma=0.2, degree=2, coef0=1.0)),
+        ("sigmoid", dict(gamma=0.01, coef0=0.5)),
+        ("cosine", {}),
+    ],
+)
+def test_other_kernels_match_sklearn(kernel, params):
+    ours = latentlab.KernelPCA(n_components=2, kernel=kernel, **params).fit(IRIS)
+    ref = decomposition.KernelPCA(n_components=2, kernel=kernel, eigen_solver="dense", **params)
+    ref.fit(IRIS)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    Z_ref = ref.transform(NEW)
+    assert relative_error(align_signs(ours.transform(NEW), Z_ref), Z_ref) < 1e-8
+
+
+def test_callable_kernel_equals_builtin():
+    def rbf(A, B):
+        sq = jnp.sum(A**2, 1)[:, None] + jnp.sum(B**2, 1)[None, :] - 2 * A @ B.T
+        return jnp.exp(-0.3 * sq)
+
+    ours = latentlab.KernelPCA(n_components=2, kernel=rbf).fit(IRIS)
+    builtin = latentlab.KernelPCA(n_components=2, kernel="rbf", gamma=0.3).fit(IRIS)
+    assert_allclose(ours.eigenvalues_, builtin.eigenvalues_, rtol=1e-10)
+    assert_allclose(ours.transform(NEW), builtin.transform(NEW), atol=1e-10)
+
+
+def test_randomized_eigensolver_agrees_with_dense_on_decaying_spectrum():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))  # a smooth RBF kernel: geometric eigenvalue decay
+    dense = latentlab.KernelPCA(n_components=5, kernel="rbf", gamma=0.1, eigen_solver="dense")
+    fast = latentlab.KernelPCA(
+        n_components=5, kernel="rbf", gamma=0.1, eigen_solver="randomized", random_state=0
+    )
+    dense.fit(X), fast.fit(X)
+    assert_allclose(fast.eigenvalues_, dense.eigenvalues_, rtol=1e-10)
+    assert_allclose(fast.eigenvectors_, dense.eigenvectors_, atol=1e-7)
+
+
+def test_components_beyond_kernel_rank_are_dropped_with_warning():
+    with pytest.warns(UserWarning, match="rank"):
+        kpca = latentlab.KernelPCA(n_components=6, kernel="linear").fit(IRIS)
+    assert kpca.n_components_ == 4 and kpca.transform(NEW).shape == (len(NEW), 4)
+    assert np.all(kpca.eigenvalues_ > 0)
+
+
+def test_pandas_output_and_feature_names():
+    kpca = latentlab.KernelPCA(n_components=2, kernel="rbf").set_output(transform="pandas")
+    out = kpca.fit(pd.DataFrame(IRIS)).transform(pd.DataFrame(NEW))
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == ["kernelpca0", "kernelpca1"]
+    assert list(kpca.get_feature_names_out()) == ["kernelpca0", "kernelpca1"]
+
+
+def test_returns_numpy_float64():
+    kpca = latentlab.KernelPCA(n_components=2, kernel="rbf").fit(IRIS)
+    for value in (kpca.eigenvalues_, kpca.eigenvectors_, kpca.transform(NEW)):
+        assert type(value) is np.ndarray and value.dtype == np.float64
+
+
+def test_check_estimator():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(latentlab.KernelPCA(), on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert set(failed) == set(KERNEL_PCA_EXPECTED_FAILED_CHECKS), failed
+
+
+def _wrong_shape(A, B):
+    return A @ A.T
+
+
+def _not_traceable(A, B):
+    return np.asarray(A) @ np.asarray(B).T
+
+
+@pytest.mark.parametrize(
+    ("X", "params", "match"),
+    [
+        (IRIS, {"kernel": "laplacian"}, "Unknown kernel"),
+        (IRIS, {"kernel": _wrong_shape}, "shape"),
+        (IRIS, {"kernel": _not_traceable}, "traced"),
+        (IRIS, {"n_components": 0}, "n_components"),
+        (IRIS, {"n_components": len(IRIS) + 1}, "n_components"),
+        (IRIS, {"gamma": -1.0, "kernel": "rbf"}, "gamma"),
+        (IRIS, {"alpha": -1.0}, "alpha"),
+        (IRIS, {"eigen_solver": "arpack"}, "eigen_solver"),
+        (np.r_[IRIS[:-1], [[np.nan, 1, 2, 3]]], {}, "NaN"),
+        (np.r_[IRIS[:-1], [[1, 2, np.inf, 3]]], {}, "infinity"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(X, params, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.KernelPCA(**params).fit(X)
+
+
+def test_inverse_transform_needs_fit_inverse_transform():
+    kpca = latentlab.KernelPCA(n_components=2).fit(IRIS)
+    with pytest.raises(NotFittedError, match="fit_inverse_transform"):
+        kpca.inverse_transform(np.zeros((1, 2)))
+
+
+def test_global_jax_config_untouched():
+    before = jax.config.jax_enable_x64
+    latentlab.KernelPCA(n_components=2).fit(IRIS)
+    assert jax.config.jax_enable_x64 == before
+
+
+def test_quick_compile_path_matches_optimised_path(monkeypatch):
+    from latentlab.estimators import _dispatch
+
+    settings = dict(n_components=2, kernel="rbf", gamma=0.3, fit_inverse_transform=True)
+    quick = latentlab.KernelPCA(**settings).fit(IRIS)
+    monkeypatch.setattr(_dispatch, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    optimised = latentlab.KernelPCA(**settings).fit(IRIS)
+    assert_allclose(optimised.eigenvalues_, quick.eigenvalues_, rtol=1e-12)
+    assert_allclose(optimised.transform(NEW), quick.transform(NEW), atol=1e-12)
+    Z = quick.transform(NEW)
+    assert_allclose(optimised.inverse_transform(Z), quick.inverse_transform(Z), atol=1e-12)
