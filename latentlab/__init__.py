@@ -13,6 +13,7 @@ from latentlab.estimators import (
     FactorAnalysis,
     KernelCCA,
     KernelPCA,
+    SupervisedPCA,
 )
 from latentlab.io import load
 
@@ -25,6 +26,7 @@ __all__ = [
     "PPCA",
     "FactorAnalysis",
     "BayesianPCA",
+    "SupervisedPCA",
     "load",
     "__version__",
 ]

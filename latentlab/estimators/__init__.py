@@ -6,6 +6,7 @@ from latentlab.estimators.factor_analysis import FactorAnalysis
 from latentlab.estimators.kernel_pca import KernelPCA
 from latentlab.estimators.pca import PCA
 from latentlab.estimators.ppca import PPCA
+from latentlab.estimators.supervised_pca import SupervisedPCA
 
 __all__ = [
     "PCA",
@@ -15,4 +16,5 @@ __all__ = [
     "PPCA",
     "FactorAnalysis",
     "BayesianPCA",
+    "SupervisedPCA",
 ]

@@ -71,21 +71,16 @@ def _padded(fn, *arrays_before, X, mask):
     return tuple(to_numpy(a)[:n] for a in out)
 
 
-class GaussianLatentEstimator(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator
-):
-    """Shared fitting and inference.
+class GaussianLatentFitMixin:
+    """Fitting machinery shared by every Gaussian latent estimator (settings, EM).
 
-    Subclasses set ``_module`` (the model module), ``_methods``, and implement
-    ``_max_components``, ``_noise_variance_vector`` and, where needed, the hooks
-    ``_hyper``, ``_declaration_settings``, ``_fit_closed_form``, ``_finish``.
+    Subclasses set ``_module`` (the model module) and ``_methods`` and implement
+    ``_max_components``; the hooks ``_hyper``, ``_declaration_settings`` and
+    ``_parameter_log_jacobian`` have defaults.
     """
 
     _module = None
     _methods = ("em", "map", "svi")
-
-    def _noise_variance_vector(self) -> np.ndarray:
-        raise NotImplementedError
 
     def _max_components(self, n_samples, n_features) -> int:
         raise NotImplementedError
@@ -126,6 +121,59 @@ class GaussianLatentEstimator(
     def _parameter_log_jacobian(self, scale, n_features, n_components) -> float:
         """log prior density of the rescaled parameters minus that of the originals."""
         return 0.0
+
+    def _warn_after_fit(self, hyper):
+        name = type(self).__name__
+        if not self.converged_ and self.method == "em":
+            warnings.warn(
+                f"{name} EM did not converge within max_iter={self.max_iter} iterations "
+                f"(tol={self.tol}); increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    def _fit_em(self, data, n, K, column_variance, hyper):
+        dtype = data.X.dtype
+        d = data.X.shape[-1]
+        keys = jax.random.split(jax_key(self.random_state), self.n_init)
+        starts = _random_starts(
+            self._module.init_params, keys, d, K, jnp.asarray(column_variance, dtype)
+        )
+        return self._run_em(starts, data, n, hyper)
+
+    def _run_em(self, starts, data, n, hyper):
+        """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
+        dtype = data.X.dtype
+        result = run_em(
+            self._module.e_step,
+            self._module.m_step,
+            starts,
+            data,
+            hyper,
+            jnp.asarray(n, dtype),
+            jnp.asarray(self.tol, dtype),
+            max_iter=int(self.max_iter),
+            verbose=int(self.verbose),
+        )
+        n_iter = int(result.n_iter)
+        return result.params, result.trace[:n_iter], n_iter, result.converged
+
+
+class GaussianLatentEstimator(
+    GaussianLatentFitMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    GenerativeMixin,
+    LatentEstimator,
+):
+    """Fitting by EM or MAP/SVI, and everything asked of the fitted marginal.
+
+    Subclasses implement ``_noise_variance_vector`` (and the mixin's hooks) and,
+    where needed, ``_fit_closed_form`` and ``_finish``.
+    """
+
+    def _noise_variance_vector(self) -> np.ndarray:
+        raise NotImplementedError
 
     def _fit_latent(self, X):
         """Validate, fit by the chosen method, store the fitted attributes; returns self."""
@@ -170,44 +218,8 @@ class GaussianLatentEstimator(
         params = params._replace(W=_canonical_loadings(params.W))
         return {name: to_numpy(value) for name, value in params._asdict().items()}
 
-    def _warn_after_fit(self, hyper):
-        name = type(self).__name__
-        if not self.converged_ and self.method == "em":
-            warnings.warn(
-                f"{name} EM did not converge within max_iter={self.max_iter} iterations "
-                f"(tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-
     def _fit_closed_form(self, data, K, hyper, mask):
         raise NotImplementedError
-
-    def _fit_em(self, data, n, K, column_variance, hyper):
-        dtype = data.X.dtype
-        d = data.X.shape[-1]
-        keys = jax.random.split(jax_key(self.random_state), self.n_init)
-        starts = _random_starts(
-            self._module.init_params, keys, d, K, jnp.asarray(column_variance, dtype)
-        )
-        return self._run_em(starts, data, n, hyper)
-
-    def _run_em(self, starts, data, n, hyper):
-        """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
-        dtype = data.X.dtype
-        result = run_em(
-            self._module.e_step,
-            self._module.m_step,
-            starts,
-            data,
-            hyper,
-            jnp.asarray(n, dtype),
-            jnp.asarray(self.tol, dtype),
-            max_iter=int(self.max_iter),
-            verbose=int(self.verbose),
-        )
-        n_iter = int(result.n_iter)
-        return result.params, result.trace[:n_iter], n_iter, result.converged
 
     def _fit_svi(self, Xc, mask, K, column_variance):
         from numpyro.infer.util import log_density

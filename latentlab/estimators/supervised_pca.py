@@ -1,0 +1,334 @@
+"""``latentlab.SupervisedPCA``: latent factor regression with an alpha-weighted x-likelihood."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import (
+    check_data,
+    check_no_empty_columns,
+    check_no_empty_rows,
+)
+from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.gaussian_latent import (
+    VARIANCE_FLOOR,
+    GaussianLatentFitMixin,
+    _padded,
+    _row_posteriors,
+)
+from latentlab.models import supervised_pca as spca
+from latentlab.models.gaussian_latent import canonical_loadings, summarise
+
+__all__ = ["SupervisedPCA"]
+
+
+class SupervisedPCA(
+    RegressorMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    GaussianLatentFitMixin,
+    LatentEstimator,
+):
+    """Supervised PCA (latent factor regression): x and y share a K-dimensional z.
+
+    ``z ~ N(0, I)``, ``x | z ~ N(W_x z + mu_x, sigma2_x I)``, ``y | z ~ N(W_y z + mu_y,
+    sigma2_y I)``, with the x-likelihood weighted by ``alpha``: EM maximises
+    ``sum_i log integral p(z) p(x_i|z)^alpha p(y_i|z) dz``.  Small alpha lets y shape
+    the latent space; large alpha approaches PCA of x followed by regression on z.
+    Declared once in :func:`latentlab.models.supervised_pca.spca_model`.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        K, ``1 <= K <= min(n_samples, n_features + n_targets) - 1``; ``None`` takes
+        ``min(n_features, that bound)``.
+    alpha : float, default=1.0
+        Weight of the x-likelihood (> 0).  Tune it by cross-validation
+        (``GridSearchCV``); ``score`` is R^2 of :meth:`predict`.
+    method : {"em", "map", "svi"}, default="em"
+        ``"map"``/``"svi"`` optimise the collapsed declaration, whose scaled density is
+        ``alpha log p(x) + log p(y|x)``: the same objective as EM only at alpha = 1.
+    tol, max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
+        As for :class:`latentlab.PPCA`.
+
+    Attributes
+    ----------
+    params_ : dict
+        ``W_x``, ``W_y``, ``mu_x``, ``mu_y``, ``sigma2_x``, ``sigma2_y`` (NumPyro site names).
+    log_likelihoods_ : ndarray
+        The alpha-weighted objective after each EM iteration.
+    n_targets_ : int
+
+    Notes
+    -----
+    ``score_samples(X, y)`` is the *unweighted* joint log-likelihood log p(x, y) of
+    each row; it equals NumPyro's ``log_likelihood`` of ``model_`` (which ignores
+    ``handlers.scale``).  ``predict`` and ``transform`` use the alpha-weighted
+    posterior of z given x alone (precision ``I + alpha W_x^T W_x / sigma2_x``).
+    """
+
+    _module = spca
+
+    def __init__(
+        self,
+        n_components=None,
+        *,
+        alpha=1.0,
+        method="em",
+        tol=1e-8,
+        max_iter=5000,
+        n_init=1,
+        prior=False,
+        svi_steps=3000,
+        learning_rate=0.05,
+        random_state=None,
+        dtype="float64",
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.prior = prior
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.dtype = dtype
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.input_tags.allow_nan = True
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def _max_components(self, n_samples, n_features):
+        return min(n_samples, n_features) - 1, "min(n_samples, n_features + n_targets) - 1"
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def _check_y(self, y, n_samples):
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim not in (1, 2):
+            raise ValueError(f"y must be 1-D or 2-D, got an array with {y.ndim} dimensions")
+        if y.shape[0] != n_samples:
+            raise ValueError(
+                f"X and y have different numbers of rows: {n_samples} and {y.shape[0]}"
+            )
+        if np.isinf(y).any():
+            raise ValueError("y contains infinity")
+        return y
+
+    def fit(self, X, y):
+        """Fit to X (n_samples, n_features) and y (n_samples,) or (n_samples, n_targets).
+
+        NaN entries in X or y are missing values.
+        """
+        if y is None:
+            raise ValueError("SupervisedPCA requires y to be passed, but the target y is None")
+        if not (np.isscalar(self.alpha) and self.alpha > 0):
+            raise ValueError(f"alpha must be a positive number, got {self.alpha!r}")
+        X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
+        y = self._check_y(y, X.shape[0])
+        self._y_1d = y.ndim == 1
+        Y = y.reshape(len(y), -1)
+        V = np.concatenate([X, Y], axis=1)
+        mask = ~np.isnan(V)
+        check_no_empty_rows(mask)
+        check_no_empty_columns(mask)
+        n, d = V.shape
+        d_x = X.shape[1]
+        self.n_targets_ = Y.shape[1]
+        if self.n_components is None:
+            high, _ = self._max_components(n, d)
+            K = self._check_settings_with(n, d, min(d_x, high))
+        else:
+            K = self._check_settings(n, d)
+        self.n_components_ = K
+        mask = None if mask.all() else mask
+        shift = np.nanmean(V, axis=0)
+        with self._precision():
+            data, column_variance = summarise(V, shift, mask)
+            typical = np.mean(column_variance) if np.any(column_variance > 0) else 1.0
+            column_variance = np.where(column_variance > 0, column_variance, typical)
+            dtype = data.X.dtype
+            is_x = np.r_[np.ones(d_x), np.zeros(d - d_x)]
+            floors = VARIANCE_FLOOR * np.array(
+                [column_variance[:d_x].mean(), column_variance[d_x:].mean()]
+            )
+            hyper = spca.Hyper(
+                alpha=jnp.asarray(self.alpha, dtype),
+                is_x=jnp.asarray(is_x, dtype),
+                variance_floor=jnp.asarray(floors, dtype),
+            )
+            if self.method == "em":
+                params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
+            else:
+                params, trace, n_iter, converged = self._fit_svi_xy(
+                    V - shift, mask, d_x, K, column_variance
+                )
+            W = to_numpy(canonical_loadings(jnp.asarray(params.W)))
+            mu = to_numpy(params.mu) + shift
+        self.params_ = {
+            "W_x": W[:d_x],
+            "W_y": W[d_x:],
+            "mu_x": mu[:d_x],
+            "mu_y": mu[d_x:],
+            "sigma2_x": to_numpy(params.sigma2_x),
+            "sigma2_y": to_numpy(params.sigma2_y),
+        }
+        self.log_likelihoods_ = to_numpy(trace)
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        self._warn_after_fit(hyper)
+        return self
+
+    def _check_settings_with(self, n, d, K):
+        saved = self.n_components
+        try:
+            self.n_components = K
+            return self._check_settings(n, d)
+        finally:
+            self.n_components = saved
+
+    def _fit_svi_xy(self, Vc, mask, d_x, K, column_variance):
+        from numpyro.infer.util import log_density
+
+        from latentlab.inference.svi import fit_svi
+
+        mean_variance = float(np.mean(column_variance))
+        scale = np.sqrt(mean_variance) if mean_variance > 0 else 1.0
+        Xs, Ys = jnp.asarray(Vc[:, :d_x] / scale), jnp.asarray(Vc[:, d_x:] / scale)
+        model = partial(
+            spca.spca_model,
+            n_components=K,
+            alpha=float(self.alpha),
+            has_missing=mask is not None,
+            use_prior=self.method == "svi" or bool(self.prior),
+        )
+        key = jax_key(self.random_state)
+        start = spca.init_params(key, Vc.shape[1], K, jnp.asarray(1.0, Xs.dtype))
+        init = {
+            "W_x": start.W[:d_x],
+            "W_y": start.W[d_x:],
+            "mu_x": start.mu[:d_x],
+            "mu_y": start.mu[d_x:],
+            "sigma2_x": start.sigma2_x,
+            "sigma2_y": start.sigma2_y,
+        }
+        fit = fit_svi(
+            model,
+            Xs,
+            Ys,
+            guide="delta" if self.method == "map" else "normal",
+            num_steps=int(self.svi_steps),
+            learning_rate=self.learning_rate,
+            init_values=init,
+            seed=int(jax.random.randint(key, (), 0, 2**30)),
+        )
+        n_observed = Vc.size if mask is None else mask.sum()
+        log_jacobian = n_observed * np.log(scale)
+        objective, _ = log_density(model, (Xs, Ys), {}, fit.params)
+        trace = np.append(fit.objective_trace, float(objective)) - log_jacobian
+        p = fit.params
+        params = spca.Params(
+            W=jnp.concatenate([p["W_x"], p["W_y"]]),
+            mu=jnp.concatenate([p["mu_x"], p["mu_y"]]),
+            sigma2_x=p["sigma2_x"],
+            sigma2_y=p["sigma2_y"],
+        )
+        return spca.rescale(params, scale), trace, len(trace), True
+
+    # -- fitted quantities --------------------------------------------------------------
+
+    def _joint_arrays(self, alpha):
+        p = self.params_
+        d_x, d_y = p["W_x"].shape[0], p["W_y"].shape[0]
+        W = jnp.asarray(np.concatenate([p["W_x"], p["W_y"]]))
+        mu = jnp.asarray(np.concatenate([p["mu_x"], p["mu_y"]]))
+        precision = jnp.asarray(
+            np.r_[np.full(d_x, alpha / p["sigma2_x"]), np.full(d_y, 1.0 / p["sigma2_y"])]
+        )
+        return W, mu, precision
+
+    def _x_rows(self, X):
+        X = check_data(self, X, reset=False, allow_nan=True)
+        mask = ~np.isnan(X)
+        filled = np.where(mask, X, 0.0)
+        n = len(X)
+        V = np.concatenate([filled, np.zeros((n, self.n_targets_))], axis=1)
+        M = np.concatenate([mask, np.zeros((n, self.n_targets_), bool)], axis=1)
+        return V, M.astype(np.float64)
+
+    def posterior_latent(self, X):
+        """alpha-weighted posterior of z given x: mean (n, K) and covariance (n, K, K)."""
+        check_is_fitted(self)
+        V, M = self._x_rows(X)
+        with self._precision():
+            mean, cov, _ = _padded(_row_posteriors, *self._joint_arrays(self.alpha), X=V, mask=M)
+        return mean, cov
+
+    def transform(self, X):
+        """Posterior mean of z given x (alpha-weighted), shape (n_samples, n_components)."""
+        return self.posterior_latent(X)[0]
+
+    def predict(self, X):
+        """E[y | x] through the alpha-weighted posterior of z."""
+        z = self.transform(X)
+        y = z @ self.params_["W_y"].T + self.params_["mu_y"]
+        return y[:, 0] if self._y_1d else y
+
+    def score_samples(self, X, y=None):
+        """Unweighted joint log-likelihood log p(x, y) of each row (NaN = missing).
+
+        Without ``y``, the marginal log-likelihood log p(x).
+        """
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=True)
+        if y is None:
+            y = np.full((X.shape[0], self.n_targets_), np.nan)
+        Y = self._check_y(y, X.shape[0]).reshape(X.shape[0], -1)
+        V = np.concatenate([X, Y], axis=1)
+        mask = ~np.isnan(V)
+        check_no_empty_rows(mask)
+        with self._precision():
+            ll = _padded(
+                _row_posteriors,
+                *self._joint_arrays(1.0),
+                X=np.where(mask, V, 0.0),
+                mask=mask.astype(np.float64),
+            )[2]
+        return ll
+
+    def _n_parameters(self) -> int:
+        return spca.n_parameters(self.n_features_in_, self.n_targets_, self.n_components_)
+
+    def bic(self, X, y) -> float:
+        ll = self.score_samples(X, y)
+        return float(-2 * ll.sum() + self._n_parameters() * np.log(len(ll)))
+
+    def aic(self, X, y) -> float:
+        return float(-2 * self.score_samples(X, y).sum() + 2 * self._n_parameters())
+
+    @property
+    def model_(self):
+        """The NumPyro declaration with this fit's static settings bound."""
+        check_is_fitted(self)
+        return partial(spca.spca_model, n_components=self.n_components_, alpha=float(self.alpha))
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of :meth:`predict` (as for scikit-learn regressors)."""
+        return RegressorMixin.score(self, X, y, sample_weight=sample_weight)
