@@ -36,24 +36,27 @@ def check_data(estimator, X, *, reset: bool, allow_nan: bool, min_samples: int =
     return np.asarray(X, dtype=np.float64)
 
 
-def check_no_empty_rows(mask: np.ndarray) -> None:
-    empty = np.flatnonzero(~mask.any(axis=1))
+def _check_no_empty(mask: np.ndarray, axis: int, what: str) -> None:
+    empty = np.flatnonzero(~mask.any(axis=axis))
     if empty.size:
         shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
-        raise ValueError(
-            f"X has {empty.size} row(s) with every entry missing (NaN): rows {shown}. "
+        advice = (
             "Drop them; they carry no information."
+            if what == "row"
+            else ("Drop them before fitting.")
         )
+        raise ValueError(
+            f"X has {empty.size} {what}(s) with every entry missing (NaN): "
+            f"{what}s {shown}. {advice}"
+        )
+
+
+def check_no_empty_rows(mask: np.ndarray) -> None:
+    _check_no_empty(mask, axis=1, what="row")
 
 
 def check_no_empty_columns(mask: np.ndarray) -> None:
-    empty = np.flatnonzero(~mask.any(axis=0))
-    if empty.size:
-        shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
-        raise ValueError(
-            f"X has {empty.size} column(s) with every entry missing (NaN): columns {shown}. "
-            "Drop them before fitting."
-        )
+    _check_no_empty(mask, axis=0, what="column")
 
 
 def check_n_components(n_components: int, low: int, high: int, why: str) -> int:

@@ -25,6 +25,7 @@ from latentlab.models.gaussian_latent import (
     detect_missing,
     expected_stats,
     observe_rows,
+    sample_loadings_and_mean,
     solve_regression,
 )
 from numpyro import handlers
@@ -75,8 +76,7 @@ def fa_model(
     has_missing = detect_missing(X, has_missing)
 
     with handlers.mask(mask=use_prior):
-        W = numpyro.sample("W", dist.Normal(0.0, 1.0).expand([d, K]).to_event(2))
-        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0).expand([d]).to_event(1))
+        W, mu = sample_loadings_and_mean(d, K)
         psi = numpyro.sample("psi", dist.LogNormal(0.0, 2.0).expand([d]).to_event(1))
 
     observe_rows(

@@ -327,6 +327,14 @@ def detect_missing(X, has_missing):
     return bool(np.isnan(np.asarray(X)).any())
 
 
+def sample_loadings_and_mean(n_features: int, n_components: int):
+    """The sites ``W`` (d, K) ~ N(0, 1) and ``mu`` (d,) ~ N(0, 10^2) (priors for
+    standardised data; callers wrap them in ``handlers.mask`` to switch them off)."""
+    W = numpyro.sample("W", dist.Normal(0.0, 1.0).expand([n_features, n_components]).to_event(2))
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0).expand([n_features]).to_event(1))
+    return W, mu
+
+
 def _observed_marginal(X, W, mu, noise_var, has_missing):
     """The marginal of x over z as a LowRankMultivariateNormal, exact for missing entries.
 

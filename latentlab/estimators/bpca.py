@@ -11,13 +11,17 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab.estimators.base import to_numpy
-from latentlab.estimators.gaussian_latent import VARIANCE_FLOOR, GaussianLatentEstimator
+from latentlab.estimators.gaussian_latent import (
+    VARIANCE_FLOOR,
+    GaussianLatentEstimator,
+    IsotropicNoiseMixin,
+)
 from latentlab.models import bpca
 
 __all__ = ["BayesianPCA"]
 
 
-class BayesianPCA(GaussianLatentEstimator):
+class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     """Bayesian PCA (Bishop 1999): MAP under an ARD prior on the columns of W.
 
     Each column w_k has prior N(0, alpha_k^{-1} I) and alpha_k ~ Gamma(a, b).  Start
@@ -179,9 +183,6 @@ class BayesianPCA(GaussianLatentEstimator):
 
     # -- fitted quantities --------------------------------------------------------------
 
-    def _noise_variance_vector(self):
-        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
-
     def _n_parameters(self) -> int:
         return bpca.n_parameters(self.n_features_in_, self.effective_rank_)
 
@@ -189,11 +190,6 @@ class BayesianPCA(GaussianLatentEstimator):
     def alpha_(self):
         check_is_fitted(self)
         return self.params_["alpha"].copy()
-
-    @property
-    def noise_variance_(self):
-        check_is_fitted(self)
-        return float(self.params_["sigma2"])
 
     @property
     def model_(self):

@@ -159,6 +159,22 @@ class GaussianLatentFitMixin:
         return result.params, result.trace[:n_iter], n_iter, result.converged
 
 
+class IsotropicNoiseMixin:
+    """For models with one noise variance ``sigma2`` shared by every feature."""
+
+    @staticmethod
+    def _pool_floor(floor):
+        return np.mean(floor)
+
+    def _noise_variance_vector(self):
+        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
+
+    @property
+    def noise_variance_(self):
+        check_is_fitted(self)
+        return float(self.params_["sigma2"])
+
+
 class GaussianLatentEstimator(
     GaussianLatentFitMixin,
     ClassNamePrefixFeaturesOutMixin,

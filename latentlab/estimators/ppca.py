@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
+from latentlab.estimators.gaussian_latent import GaussianLatentEstimator, IsotropicNoiseMixin
 from latentlab.models import ppca
 
 __all__ = ["PPCA"]
@@ -21,7 +21,7 @@ METHODS = ("em", "closed_form", "map", "svi")
 _e_step = jax.jit(ppca.e_step)
 
 
-class PPCA(GaussianLatentEstimator):
+class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     """Probabilistic principal component analysis (Tipping & Bishop 1999).
 
     ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma2 I)``, declared
@@ -132,10 +132,6 @@ class PPCA(GaussianLatentEstimator):
     def _max_components(self, n_samples, n_features):
         return min(n_samples, n_features) - 1, "min(n_samples, n_features) - 1"
 
-    @staticmethod
-    def _pool_floor(floor):
-        return np.mean(floor)
-
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
         return self._fit_latent(X)
@@ -163,16 +159,8 @@ class PPCA(GaussianLatentEstimator):
 
     # -- fitted quantities --------------------------------------------------------------
 
-    def _noise_variance_vector(self):
-        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
-
     def _n_parameters(self) -> int:
         return ppca.n_parameters(self.n_features_in_, self.n_components_)
-
-    @property
-    def noise_variance_(self):
-        check_is_fitted(self)
-        return float(self.params_["sigma2"])
 
     @property
     def explained_variance_(self):
