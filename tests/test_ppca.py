@@ -330,3 +330,11 @@ def test_bic_aic_use_rotation_invariant_count(fitted_em, planted):
     ll = fitted_em.score(X) * n
     assert fitted_em.bic(X) == pytest.approx(-2 * ll + p * np.log(n))
     assert fitted_em.aic(X) == pytest.approx(-2 * ll + 2 * p)
+
+
+def test_verbose_reports_progress(planted, capsys):
+    X, _, _ = planted
+    est = PPCA(3, verbose=1, n_init=2, random_state=0).fit(X)
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("EM start 1") for line in lines)
+    assert sum("EM start 0" in line for line in lines) <= est.max_iter

@@ -33,8 +33,12 @@ class EMResult(NamedTuple):
     start_objectives: jax.Array  # (n_init,) final objective of every start
 
 
-def _report(i, objective):
-    print(f"  EM iteration {int(i):5d}   objective {float(objective): .6f}", flush=True)
+def _report(show, start, i, objective):
+    if show:
+        print(
+            f"  EM start {int(start)}  iteration {int(i):5d}  objective {float(objective): .6f}",
+            flush=True,
+        )
 
 
 def _squarem_point(params0, params1, params2):
@@ -116,7 +120,7 @@ def run_em(
             p_next = _select(accept & _all_finite(p_next), p_next, theta2)
         return objective0, stats0, p_next
 
-    def single(start):
+    def single(start, index):
         stats_shape = jax.eval_shape(e_step, start, data, hyper)[0]
         stats = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
         trace = jnp.full((max_iter,), jnp.nan, dtype)
@@ -127,17 +131,15 @@ def run_em(
             return ~state[4]
 
         def body(state):
-            params, _, previous, _, _, j, trace = state
+            params, _, previous, _, was_done, j, trace = state
             objective, stats, params_next = cycle(params)
             converged = (j > 0) & (jnp.abs(objective - previous) <= tol * n_samples)
             done = converged | (j == max_iter)
             trace = jnp.where(j > 0, trace.at[j - 1].set(objective), trace)
             if verbose:
-                jax.lax.cond(
-                    (j > 0) & (j % verbose == 0),
-                    lambda: jax.debug.callback(_report, j, objective),
-                    lambda: None,
-                )
+                # lax.cond would become a select under vmap (one call per start): decide there
+                show = (j > 0) & (j % verbose == 0) & ~was_done
+                jax.debug.callback(_report, show, index, j, objective)
             params = _select(done, params, params_next)
             return params, stats, objective, converged, done, jnp.where(done, j, j + 1), trace
 
@@ -146,7 +148,8 @@ def run_em(
         )
         return EMResult(params, trace, n_iter, converged, objective, stats, objective)
 
-    runs = jax.vmap(single)(params0)
+    n_starts = jax.tree.leaves(params0)[0].shape[0]
+    runs = jax.vmap(single)(params0, jnp.arange(n_starts))
     finite = jnp.where(jnp.isfinite(runs.objective), runs.objective, -jnp.inf)
     best = jnp.argmax(finite)
     result = jax.tree.map(lambda leaf: leaf[best], runs)
