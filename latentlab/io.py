@@ -111,6 +111,10 @@ def load(path):
     cls = _registry().get(meta["class"])
     if cls is None:
         raise ValueError(f"{path}: unknown estimator class {meta['class']!r}")
+    names = [*meta["scalars"], *meta["string_arrays"], *(k.split("/", 1)[0] for k in contents)]
+    odd = [name for name in names if not name.endswith("_") or name.startswith("_")]
+    if odd:
+        raise ValueError(f"{path}: unexpected entries {odd}; not a fitted-attribute name")
     estimator = cls(**meta["settings"])
     for key, value in meta["scalars"].items():
         setattr(estimator, key, value)

@@ -40,7 +40,12 @@ def test_started_with_nine_components_keeps_the_planted_three(n, noise):
 
 def test_em_never_decreases_log_joint(fitted):
     assert fitted.converged_
+    assert len(fitted.log_likelihoods_) == fitted.n_iter_
     assert is_monotone(fitted.log_likelihoods_)
+    # the run before pruning is monotone too (pruning itself is a step to a constrained
+    # problem and is allowed to lower the log joint)
+    assert len(fitted.log_likelihoods_before_pruning_) > 10
+    assert is_monotone(fitted.log_likelihoods_before_pruning_)
 
 
 def test_trace_is_log_joint_and_score_is_log_likelihood(planted, fitted):

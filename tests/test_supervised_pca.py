@@ -149,6 +149,8 @@ def test_recovers_planted_noise_variances():
         (lambda X, y: (SupervisedPCA(1), X, y[:-1]), "different numbers of rows"),
         (lambda X, y: (SupervisedPCA(1, alpha=0.0), X, y), "alpha"),
         (lambda X, y: (SupervisedPCA(1, alpha=-1.0), X, y), "alpha"),
+        (lambda X, y: (SupervisedPCA(1, alpha=np.inf), X, y), "alpha"),
+        (lambda X, y: (SupervisedPCA(1), X, np.full(len(y), np.nan)), "y has target column"),
         (lambda X, y: (SupervisedPCA(9), X, y), "n_components"),
         (
             lambda X, y: (SupervisedPCA(1), np.vstack([X, np.nan * X[:1]]), np.r_[y, np.nan]),
@@ -187,3 +189,21 @@ def test_score_samples_without_y_is_marginal_of_x():
     cov = p["W_x"] @ p["W_x"].T + p["sigma2_x"] * np.eye(6)
     dense = multivariate_normal(p["mu_x"], cov).logpdf(X)
     np.testing.assert_allclose(est.score_samples(X), dense, rtol=1e-10)
+
+
+def test_save_load_round_trip(tmp_path):
+    import latentlab
+
+    X, y = shared_factor_data()
+    est = SupervisedPCA(2, alpha=0.5, random_state=0).fit(X, y)
+    est.save(tmp_path / "spca.npz")
+    loaded = latentlab.load(tmp_path / "spca.npz")
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    np.testing.assert_array_equal(loaded.score_samples(X, y), est.score_samples(X, y))
+
+
+def test_score_samples_rejects_wrong_number_of_targets():
+    X, y = shared_factor_data(n=60)
+    est = SupervisedPCA(1, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="target"):
+        est.score_samples(X, np.c_[y, y])

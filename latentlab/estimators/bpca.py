@@ -62,8 +62,10 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     log_likelihoods_ : ndarray
         For a MAP fit this is the log *joint* density (log-likelihood + log prior),
         which EM never decreases; ``score`` is the log-likelihood alone.  When
-        components are pruned it is the trace of the EM run after pruning (``n_iter_``
-        counts both runs).
+        components are pruned, the fit is the MAP with those columns held at zero: EM
+        restarts from the pruned point, and ``log_likelihoods_`` / ``n_iter_`` describe
+        that run (pruning itself can lower the log joint); the first run's trace is
+        ``log_likelihoods_before_pruning_``.
     components_, mean_, noise_variance_, params_, model_, n_iter_, converged_
         As for :class:`latentlab.PPCA`; ``params_`` adds ``alpha``.
     """
@@ -108,6 +110,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
+        self.log_likelihoods_before_pruning_ = np.zeros(0)
         if not self.alpha_b > 0:
             raise ValueError(
                 f"alpha_b must be > 0, got {self.alpha_b!r}: with a flat hyperprior the "
@@ -157,6 +160,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     def _fit_em(self, data, n, K, column_variance, hyper):
         params, trace, n_iter, converged = super()._fit_em(data, n, K, column_variance, hyper)
+        self.log_likelihoods_before_pruning_ = to_numpy(trace)
         active = self._active(params.W, params.sigma2)
         if active.all() or not active.any():
             return params, trace, n_iter, converged
@@ -168,8 +172,9 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
             W=params.W * active, alpha=jnp.where(active, params.alpha, alpha_max)
         )
         start = jax.tree.map(lambda leaf: leaf[None], pruned)
-        params, trace, more_iter, converged = self._run_em(start, data, n, hyper)
-        return params, trace, n_iter + more_iter, converged
+        # Pruning moves to the constrained problem (switched-off columns held at zero):
+        # the log joint may drop at that step, so the reported trace is the second run's.
+        return self._run_em(start, data, n, hyper)
 
     def _warn_after_fit(self, hyper):
         if self.effective_rank_ == self.n_components_ and self.n_components_ > 1:

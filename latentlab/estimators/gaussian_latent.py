@@ -344,8 +344,7 @@ class GaussianLatentEstimator(
         from numpyro import handlers
 
         check_is_fitted(self)
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        _check_positive_int("n_samples", n_samples)
         with self._precision():
             params = {k: jnp.asarray(v) for k, v in self.params_.items()}
             model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
@@ -428,8 +427,7 @@ class GaussianLatentEstimator(
         Draws z from its posterior, then the missing coordinates given z, so their
         correlations are kept.  Returns shape (n_imputations, n_samples, n_features).
         """
-        if n_imputations < 1:
-            raise ValueError(f"n_imputations must be >= 1, got {n_imputations}")
+        _check_positive_int("n_imputations", n_imputations)
         X, mask = self._observed(X, allow_empty_rows=True)
         z_mean, z_cov = self._posterior(X, mask)
         rng = check_random_state(random_state)

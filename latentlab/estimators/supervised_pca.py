@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 import jax
@@ -139,12 +140,23 @@ class SupervisedPCA(
         """
         if y is None:
             raise ValueError("SupervisedPCA requires y to be passed, but the target y is None")
-        if not (np.isscalar(self.alpha) and self.alpha > 0):
-            raise ValueError(f"alpha must be a positive number, got {self.alpha!r}")
+        if not (np.isscalar(self.alpha) and np.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"alpha must be a positive finite number, got {self.alpha!r}")
+        if self.method != "em" and self.alpha != 1:
+            warnings.warn(
+                f"method={self.method!r} optimises the collapsed declaration, whose density "
+                "alpha log p(x) + log p(y|x) is EM's objective only at alpha = 1",
+                UserWarning,
+                stacklevel=2,
+            )
         X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
         y = self._check_y(y, X.shape[0])
-        self._y_1d = y.ndim == 1
         Y = y.reshape(len(y), -1)
+        empty_targets = np.flatnonzero(np.isnan(Y).all(axis=0))
+        if empty_targets.size:
+            raise ValueError(
+                f"y has target column(s) with every entry missing (NaN): {empty_targets.tolist()}"
+            )
         V = np.concatenate([X, Y], axis=1)
         mask = ~np.isnan(V)
         check_no_empty_rows(mask)
@@ -182,6 +194,7 @@ class SupervisedPCA(
                 )
             W = to_numpy(canonical_loadings(jnp.asarray(params.W)))
             mu = to_numpy(params.mu) + shift
+        self.target_ndim_ = y.ndim
         self.params_ = {
             "W_x": W[:d_x],
             "W_y": W[d_x:],
@@ -190,6 +203,12 @@ class SupervisedPCA(
             "sigma2_x": to_numpy(params.sigma2_x),
             "sigma2_y": to_numpy(params.sigma2_y),
         }
+        bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
+        if bad:
+            raise ValueError(
+                f"SupervisedPCA fit produced non-finite values for {bad}; the data may be "
+                "degenerate for this model (try fewer components or rescale X and y)"
+            )
         self.log_likelihoods_ = to_numpy(trace)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
@@ -289,7 +308,7 @@ class SupervisedPCA(
         """E[y | x] through the alpha-weighted posterior of z."""
         z = self.transform(X)
         y = z @ self.params_["W_y"].T + self.params_["mu_y"]
-        return y[:, 0] if self._y_1d else y
+        return y[:, 0] if self.target_ndim_ == 1 else y
 
     def score_samples(self, X, y=None):
         """Unweighted joint log-likelihood log p(x, y) of each row (NaN = missing).
@@ -301,6 +320,10 @@ class SupervisedPCA(
         if y is None:
             y = np.full((X.shape[0], self.n_targets_), np.nan)
         Y = self._check_y(y, X.shape[0]).reshape(X.shape[0], -1)
+        if Y.shape[1] != self.n_targets_:
+            raise ValueError(
+                f"y has {Y.shape[1]} target(s), but SupervisedPCA was fitted with {self.n_targets_}"
+            )
         V = np.concatenate([X, Y], axis=1)
         mask = ~np.isnan(V)
         check_no_empty_rows(mask)

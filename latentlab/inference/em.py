@@ -80,10 +80,12 @@ def run_em(
     iterations, or after ``max_iter`` iterations.  ``trace[t]`` is the objective after
     iteration t + 1, so the last filled entry is evaluated at the returned parameters.
 
-    With ``accelerate=True`` an iteration is a SQUAREM cycle: two EM steps, an
-    extrapolation along their direction and two EM steps from there.  The result is
-    kept only if it is at least as good as the second plain EM step, and otherwise
-    that step is taken, so the trace is monotone whatever the extrapolation does.
+    With ``accelerate=True`` an iteration is a SQUAREM cycle (four E- and M-steps):
+    two EM steps theta1, theta2, an extrapolation along their direction, and two EM
+    steps from there.  Their result is kept only if the objective after the first
+    step from the jump is at least that at theta1; otherwise theta2 is taken.  Since
+    each EM step never lowers the objective, the trace is monotone whatever the
+    extrapolation does.  ``max_iter`` counts these cycles.
     The E- and M-step appear once in the compiled program (inside a ``scan`` over
     the cycle's sub-steps), which keeps compile times short.
     """
