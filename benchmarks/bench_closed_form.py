@@ -100,6 +100,14 @@ def main():
     print_settings(jax)
     print(f"X: {X.shape} float64, n_components={args.k}, {args.repeats} interleaved repeats")
     print("ratio = latentlab median / scikit-learn median (< 1: latentlab faster)")
+    from latentlab.closed_form.pca import shifted_gram_is_safe
+
+    mean = X.mean(axis=0)
+    safe = shifted_gram_is_safe(len(X), mean, np.einsum("ij,ij->j", X, X) - len(X) * mean**2)
+    print(
+        "covariance_eigh scatter: "
+        + ("X^T X - n mu mu^T (means small against spreads)" if safe else "centred in blocks")
+    )
     for solver in ("auto", "covariance_eigh", "full", "randomized"):
         kwargs = dict(n_components=args.k, svd_solver=solver, random_state=0)
         bench(

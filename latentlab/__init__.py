@@ -11,6 +11,7 @@ from latentlab.estimators import (
     PPCA,
     BayesianPCA,
     FactorAnalysis,
+    GaussianMixture,
     KernelCCA,
     KernelPCA,
     SupervisedPCA,
@@ -27,6 +28,7 @@ __all__ = [
     "FactorAnalysis",
     "BayesianPCA",
     "SupervisedPCA",
+    "GaussianMixture",
     "load",
     "__version__",
 ]

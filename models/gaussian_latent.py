@@ -37,6 +37,8 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.linalg import cho_solve
 
+from latentlab.inference.summaries import scatter_about_mean
+
 LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -207,26 +209,12 @@ def solve_regression(stats: RegressionStats, w_penalty=None):
 # ----------------------------------------------------------------------------- data prep
 
 
-def _scatter_about(X, shift, block: int = 4096):
-    """(sum (x - shift), sum (x - shift)(x - shift)^T) over the rows of a complete X.
-
-    One BLAS product X^T X corrected by the shift, as scikit-learn's PCA does, unless
-    the columns' means are so large against their spread that the correction would
-    cancel catastrophically; then centre block by block (exact, a little slower).
-    """
+def _scatter_about(X, shift):
+    """(sum (x - shift), sum (x - shift)(x - shift)^T) over the rows of a complete X."""
     n = X.shape[0]
-    mean = X.mean(axis=0)
-    sum_xx = X.T @ X - n * np.outer(mean, mean)
-    if np.all(n * mean**2 < 1e4 * np.diag(sum_xx)):  # loses < ~1e-12 relative accuracy
-        delta = mean - shift
-        sum_x = n * delta
-        return sum_x, sum_xx + n * np.outer(delta, delta)
-    sum_x, sum_xx = np.zeros(X.shape[1]), np.zeros((X.shape[1],) * 2)
-    for i in range(0, n, block):
-        B = X[i : i + block] - shift
-        sum_x += B.sum(axis=0)
-        sum_xx += B.T @ B
-    return sum_x, sum_xx
+    mean, scatter = scatter_about_mean(X)
+    delta = mean - shift
+    return n * delta, scatter + n * np.outer(delta, delta)
 
 
 def _pad_rows(X, mask, chunk_size):

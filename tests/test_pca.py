@@ -17,6 +17,8 @@ from sklearn.utils.estimator_checks import check_estimator
 
 import latentlab
 from latentlab import closed_form
+from latentlab.closed_form import pca as cf_pca
+from latentlab.inference.summaries import scatter_about_mean
 
 IRIS = load_iris().data
 IRIS_RATIO = [0.92461872, 0.05306648]
@@ -85,6 +87,92 @@ def test_randomized_solver_agrees_with_exact_on_decaying_spectrum():
     assert_allclose(fast.singular_values_, exact.singular_values_, rtol=1e-10)
     assert_allclose(fast.components_, exact.components_, atol=1e-8)
     assert_allclose(fast.noise_variance_, exact.noise_variance_, rtol=1e-8)
+
+
+def huge_mean_data(n=2000, d=6, offset=1e8, seed=0):
+    """Unit-order spreads about column means of ``offset`` (the middle column at 0)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * np.linspace(0.5, 2.0, d)
+    return X + offset * (np.arange(d) != d // 2)
+
+
+@pytest.mark.parametrize("offset", [1e8, -3e6])
+def test_covariance_eigh_with_huge_mean_matches_sklearn_full(offset):
+    X = huge_mean_data(offset=offset)
+    ref = decomposition.PCA(svd_solver="full").fit(X)
+    for solver in ("covariance_eigh", "auto"):
+        ours = latentlab.PCA(svd_solver=solver).fit(X)
+        assert ours.svd_solver_ == "covariance_eigh"
+        assert_allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-6)
+        assert_allclose(ours.mean_, ref.mean_, rtol=1e-14)
+        assert_allclose(np.abs(ours.components_ @ ref.components_.T), np.eye(6), atol=1e-6)
+    with jax.enable_x64(True):  # the jit'd path (lax.cond) falls back to centring too
+        fit = closed_form.pca_covariance_eigh(X)
+        assert_allclose(np.asarray(fit.explained_variance), ref.explained_variance_, rtol=1e-6)
+        mean, scatter = cf_pca.scatter_about_mean(X, method="gram")
+        assert not cf_pca.shifted_gram_is_safe(X.shape[0], mean, scatter.diagonal())
+        # ... and the guard is needed: the uncentred Gram misses the 1e-6 (1e8: entirely).
+        wrong = cf_pca.pca_covariance_eigh(X, centring="gram").explained_variance
+        assert not np.allclose(np.asarray(wrong), ref.explained_variance_, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "X",
+    [
+        decaying_spectrum(n=2000),
+        IRIS,
+        3.0 + np.random.default_rng(1).normal(size=(5000, 20)) * 10.0 * 0.8 ** np.arange(20),
+    ],
+    ids=["decaying", "iris", "benchmark-like"],
+)
+def test_shifted_gram_fast_path_matches_exact_centring(X):
+    n = X.shape[0]
+    with jax.enable_x64(True):
+        mean, gram = (np.asarray(a) for a in cf_pca.scatter_about_mean(X, method="gram"))
+        _, exact = (np.asarray(a) for a in cf_pca.scatter_about_mean(X, method="exact"))
+        _, auto = (np.asarray(a) for a in cf_pca.scatter_about_mean(X))
+        fast_fit = cf_pca.pca_covariance_eigh(X, centring="gram")
+        exact_fit = cf_pca.pca_covariance_eigh(X, centring="exact")
+        assert bool(cf_pca.shifted_gram_is_safe(n, mean, gram.diagonal()))  # the fast path
+    assert cf_pca.shifted_gram_is_safe(n, mean, np.diag(gram))  # NumPy arrays too (host)
+    scale = np.sqrt(np.outer(np.diag(exact), np.diag(exact)))
+    assert_allclose(gram / scale, exact / scale, atol=1e-10)
+    assert_allclose(auto, gram, rtol=0, atol=0)
+    host_mean, host = scatter_about_mean(X)
+    assert_allclose(host_mean, mean, rtol=1e-13)
+    assert_allclose(host / scale, exact / scale, atol=1e-10)
+    # Eigenvalues to 1e-10 of the largest (the small ones of an ill-conditioned scatter
+    # carry absolute round-off ~eps * largest on either path); the top eigenvectors,
+    # which are well separated, to 1e-10.
+    reference = np.asarray(exact_fit.explained_variance)
+    tol = dict(rtol=1e-10, atol=1e-10 * reference[0])
+    top = 3
+    assert_allclose(np.asarray(fast_fit.explained_variance), reference, **tol)
+    assert_allclose(
+        np.asarray(fast_fit.components)[:top], np.asarray(exact_fit.components)[:top], atol=1e-10
+    )
+    ours = latentlab.PCA(svd_solver="covariance_eigh").fit(X)  # host path, fast branch
+    assert_allclose(ours.explained_variance_, reference, **tol)
+    assert_allclose(ours.components_[:top], np.asarray(exact_fit.components)[:top], atol=1e-10)
+
+
+def test_shifted_gram_guard_is_stricter_in_float32():
+    def safe(X):
+        mean = X.mean(axis=0)
+        return cf_pca.shifted_gram_is_safe(X.shape[0], mean, np.diag(X.T @ X) - len(X) * mean**2)
+
+    assert safe(IRIS)  # means a few times the spreads: fine in float64 ...
+    assert not safe(IRIS.astype(np.float32))  # ... not in float32
+    assert safe((IRIS - IRIS.mean(axis=0)).astype(np.float32))  # centred data pass
+    assert not safe(IRIS + np.array([0.0, 0.0, 0.0, 1e3]))  # one bad column is enough
+
+
+def test_host_scatter_exact_fallback_handles_ragged_blocks():
+    X = huge_mean_data(n=1003)
+    mean, scatter = scatter_about_mean(X, block=100)  # 11 blocks, last 3 rows
+    Xc = X - X.mean(axis=0)
+    assert_allclose(mean, X.mean(axis=0), rtol=1e-15)
+    assert_allclose(scatter, Xc.T @ Xc, rtol=1e-10, atol=1e-10 * np.abs(Xc.T @ Xc).max())
 
 
 def test_whitened_projections_have_unit_variance_and_invert():

@@ -5,6 +5,8 @@ Three ways to the same decomposition of the centred data ``Xc = U S V^T``:
 ``pca_full``            thin SVD of Xc, O(n d min(n, d)); the reference.
 ``pca_covariance_eigh`` eigh of the d x d scatter Xc^T Xc; O(n d^2), best when n >> d
                         (it squares the condition number, harmless in float64 for PCA).
+                        The scatter comes from :func:`scatter_about_mean`; a caller that
+                        forms it elsewhere (on the host) uses :func:`pca_from_scatter`.
 ``pca_randomized``      Halko, Martinsson & Tropp (2011), Alg. 4.4 + 5.1: a Gaussian
                         sketch, power iterations re-orthonormalised by QR, and an SVD of
                         the small projected matrix; O(n d k).
@@ -28,7 +30,12 @@ __all__ = [
     "flip_component_signs",
     "pca_full",
     "pca_covariance_eigh",
+    "pca_from_scatter",
     "pca_randomized",
+    "scatter_about_mean",
+    "shifted_gram_is_safe",
+    "SHIFTED_GRAM_MAX_RATIO",
+    "CENTRING_METHODS",
     "randomized_range_finder",
     "pca_transform",
     "pca_inverse_transform",
@@ -73,19 +80,89 @@ def pca_full(X) -> PCADecomposition:
     return _decomposition(mean, Vt, s, total_variance, X.shape[0])
 
 
-@jax.jit
-def pca_covariance_eigh(X) -> PCADecomposition:
-    """PCA by the eigendecomposition of the scatter matrix Xc^T Xc; ``d`` components.
+SHIFTED_GRAM_MAX_RATIO = 1e4
+"""Largest ``n mu_j^2 / S_jj`` (S the centred scatter) for which the float64 scatter may
+be formed as ``X^T X - n mu mu^T``: the subtraction then loses at most ~1e4 eps ~ 2e-12
+of each diagonal entry's relative accuracy (the guard of ``models/gaussian_latent.py``
+``_scatter_about``).  Other precisions keep the same absolute loss, see
+:func:`shifted_gram_is_safe`."""
 
-    The data are centred before the product (not ``X^T X - n mu mu^T``), which would
-    cancel catastrophically when the mean is large against the spread.
+CENTRING_METHODS = ("auto", "gram", "exact")
+
+
+def shifted_gram_is_safe(n, mean, diagonal):
+    """Whether ``X^T X - n mean mean^T`` is an accurate scatter matrix of X (n rows).
+
+    ``diagonal`` is that matrix's diagonal, ``sum_i x_ij**2 - n mean_j**2`` (computed the
+    same way, so it can be had without the product).  The test is
+    ``all(n mean**2 < ratio * diagonal)``, ``ratio`` = :data:`SHIFTED_GRAM_MAX_RATIO` in
+    float64 and scaled by ``eps(float64) / eps(dtype)`` otherwise (so in float32 only
+    essentially centred data pass): the subtraction's rounding error is about
+    ``eps n mean**2``, so every diagonal entry that passed (and through Cauchy-Schwarz
+    every off-diagonal one) lost at most ~2e-12 relative, and the computed diagonal is
+    accurate enough to be trusted by the test itself.  A constant column fails (unless
+    its mean is 0).  Works on NumPy and JAX arrays alike.
     """
-    mean, Xc = _centre(X)
-    scatter = Xc.T @ Xc
-    total_variance = jnp.trace(scatter) / (X.shape[0] - 1)
+    eps = float(jnp.finfo(diagonal.dtype).eps)  # the array's own dtype, x64 mode or not
+    ratio = SHIFTED_GRAM_MAX_RATIO * float(jnp.finfo(jnp.float64).eps) / eps
+    return (n * mean**2 < ratio * diagonal).all()
+
+
+@partial(jax.jit, static_argnames=("method",))
+def scatter_about_mean(X, *, method: str = "auto"):
+    """``(mean, Xc^T Xc)`` of X (n, d), with Xc the column-centred data.
+
+    ``method="exact"`` centres X and then forms the product: always accurate, but XLA
+    is slow at it (it writes the centred copy first: ~2x the plain product on CPU).
+    ``"gram"`` forms ``X^T X - n mean mean^T`` as scikit-learn does, which cancels
+    catastrophically when the means are large against the spreads.  ``"auto"``
+    (default) checks :func:`shifted_gram_is_safe` on the column sums of squares (one
+    cheap pass) and then takes one of the two (``lax.cond``: only one product is formed).
+    """
+    if method not in CENTRING_METHODS:
+        raise ValueError(f"method must be one of {CENTRING_METHODS}, got {method!r}")
+    n = X.shape[0]
+    mean = jnp.mean(X, axis=0)
+
+    def exact(X, mean):
+        Xc = X - mean
+        return Xc.T @ Xc
+
+    def shifted_gram(X, mean):
+        return X.T @ X - n * jnp.outer(mean, mean)
+
+    if method == "exact":
+        return mean, exact(X, mean)
+    if method == "gram":
+        return mean, shifted_gram(X, mean)
+    diagonal = jnp.sum(X * X, axis=0) - n * mean**2
+    safe = shifted_gram_is_safe(n, mean, diagonal)
+    return mean, jax.lax.cond(safe, shifted_gram, exact, X, mean)
+
+
+@jax.jit
+def pca_from_scatter(mean, scatter, n) -> PCADecomposition:
+    """PCA from the (d, d) scatter matrix ``Xc^T Xc`` of ``n`` rows about ``mean``.
+
+    ``n`` may be a traced scalar, so data sets of any length with the same number of
+    features share one compiled program.
+    """
+    total_variance = jnp.trace(scatter) / (n - 1)
     eigenvalues, V = eigh_descending(scatter)
     s = jnp.sqrt(jnp.maximum(eigenvalues, 0.0))  # round-off can make them slightly < 0
-    return _decomposition(mean, V.T, s, total_variance, X.shape[0])
+    return _decomposition(mean, V.T, s, total_variance, n)
+
+
+@partial(jax.jit, static_argnames=("centring",))
+def pca_covariance_eigh(X, *, centring: str = "auto") -> PCADecomposition:
+    """PCA by the eigendecomposition of the scatter matrix Xc^T Xc; ``d`` components.
+
+    The scatter is ``X^T X - n mu mu^T`` when that is accurate (column means not huge
+    against the spreads), else that of the explicitly centred data; see
+    :func:`scatter_about_mean` for ``centring``.
+    """
+    mean, scatter = scatter_about_mean(X, method=centring)
+    return pca_from_scatter(mean, scatter, X.shape[0])
 
 
 def randomized_range_finder(matvec, rmatvec, key, n, d, size: int, n_iter: int, dtype):

@@ -3,6 +3,7 @@
 from latentlab.estimators.bpca import BayesianPCA
 from latentlab.estimators.cca import CCA, KernelCCA
 from latentlab.estimators.factor_analysis import FactorAnalysis
+from latentlab.estimators.gmm import GaussianMixture
 from latentlab.estimators.kernel_pca import KernelPCA
 from latentlab.estimators.pca import PCA
 from latentlab.estimators.ppca import PPCA
@@ -17,4 +18,5 @@ __all__ = [
     "FactorAnalysis",
     "BayesianPCA",
     "SupervisedPCA",
+    "GaussianMixture",
 ]

@@ -31,6 +31,24 @@ class LatentEstimator(BaseEstimator):
             raise ValueError(f"Unknown dtype={dtype!r}; expected 'float64' or 'float32'")
         return jax.enable_x64(dtype == "float64")
 
+    def _draw_from_declaration(self, n_samples, random_state):
+        """Run ``model_`` forward at ``params_`` with its explicit latent sampled.
+
+        Returns the trace (site name -> site); call inside ``self._precision()``.
+        """
+        import jax.numpy as jnp
+        from numpyro import handlers
+
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        params = {k: jnp.asarray(v) for k, v in self.params_.items()}
+        model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
+        return handlers.trace(model).get_trace(
+            n_samples=int(n_samples), n_features=self.n_features_in_, explicit_latent=True
+        )
+
     def save(self, path) -> None:
         """Save the fitted model as arrays + JSON (no pickle); see :func:`latentlab.load`."""
         from latentlab.io import save

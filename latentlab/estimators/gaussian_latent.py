@@ -341,16 +341,9 @@ class GaussianLatentEstimator(
 
     def sample(self, n_samples: int = 1, random_state=None, return_latent: bool = False):
         """Draw from the fitted generative model (through its NumPyro declaration)."""
-        from numpyro import handlers
-
         check_is_fitted(self)
-        _check_positive_int("n_samples", n_samples)
         with self._precision():
-            params = {k: jnp.asarray(v) for k, v in self.params_.items()}
-            model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
-            trace = handlers.trace(model).get_trace(
-                n_samples=n_samples, n_features=self.n_features_in_, explicit_latent=True
-            )
+            trace = self._draw_from_declaration(n_samples, random_state)
             X = to_numpy(trace["x"]["value"])
             z = to_numpy(trace["z"]["value"])
         return (X, z) if return_latent else X

@@ -13,6 +13,7 @@ from latentlab._validation import check_data, check_n_components, check_option
 from latentlab.closed_form import pca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.inference.summaries import scatter_about_mean
 
 __all__ = ["PCA"]
 
@@ -177,11 +178,15 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         solver, K = self._resolve(n, d)
         high = min(n, d)
         with self._precision():
-            Xj = to_device(X)
-            if solver == "full":
-                result = call(cf.pca_full, X.size, Xj)
+            if solver == "covariance_eigh" and self.dtype == "float64":
+                mean, scatter = scatter_about_mean(X)  # NumPy: see its docstring
+                result = call(
+                    cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n
+                )
             elif solver == "covariance_eigh":
-                result = call(cf.pca_covariance_eigh, X.size, Xj)
+                result = call(cf.pca_covariance_eigh, X.size, to_device(X))
+            elif solver == "full":
+                result = call(cf.pca_full, X.size, to_device(X))
             else:
                 power = self.iterated_power
                 if power == "auto":
@@ -189,7 +194,7 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
                 result = call(
                     cf.pca_randomized,
                     X.size,
-                    Xj,
+                    to_device(X),
                     jax_key(self.random_state),
                     n_components=K,
                     n_oversamples=int(self.n_oversamples),

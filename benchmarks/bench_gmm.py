@@ -1,0 +1,114 @@
+"""Gaussian mixture EM: latentlab vs scikit-learn, side by side in one process.
+
+Both start from the same parameters (weights_init, means_init, precisions_init) and
+run the same number of plain EM iterations (tol=0; latentlab with accelerate=False),
+so the timings compare the cost of an iteration and the log-likelihoods must agree.
+The two sides are interleaved, timings are medians of warm runs, and latentlab's
+first (compiling) call is reported separately.
+
+Run:  python benchmarks/bench_gmm.py [--quick] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+
+def make_data(n, d, K, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    means = 3.0 * rng.normal(size=(K, d))
+    labels = rng.integers(K, size=n)
+    factors = np.eye(d) + 0.3 * rng.normal(size=(K, d, d))
+    return means[labels] + np.einsum("nde,ne->nd", factors[labels], rng.normal(size=(n, d)))
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n-samples", type=int, default=100_000)
+    parser.add_argument("--n-features", type=int, default=50)
+    parser.add_argument("--n-components", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="1: one thread each side")
+    parser.add_argument("--quick", action="store_true", help="5,000 x 10, for a smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_samples, args.n_features, args.repeats = 5000, 10, 2
+    if args.threads == 1:  # must be set before JAX starts
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "")
+            + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        )
+    elif args.threads is not None:
+        sys.exit("--threads takes 1 (or leave it out for the default thread settings)")
+
+    import jax
+    import sklearn
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture as SkGaussianMixture
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import latentlab
+
+    K, iters = args.n_components, args.iterations
+    X = make_data(args.n_samples, args.n_features, K)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = SkGaussianMixture(K, max_iter=1, random_state=0).fit(X)
+    init = dict(
+        weights_init=start.weights_, means_init=start.means_, precisions_init=start.precisions_
+    )
+    fits = {
+        "scikit-learn": lambda: SkGaussianMixture(K, tol=0.0, max_iter=iters, **init).fit(X),
+        "latentlab": lambda: latentlab.GaussianMixture(
+            K, tol=0.0, max_iter=iters, accelerate=False, **init
+        ).fit(X),
+    }
+    print(
+        f"GaussianMixture EM benchmark: {args.n_samples:,} x {args.n_features}, K = {K}, "
+        f"full covariance, {iters} iterations from the same start"
+    )
+    with threadpool_limits(args.threads):
+        blas = ", ".join(f"{p['internal_api']}:{p['num_threads']}" for p in threadpool_info())
+        print(f"   threads: BLAS {blas}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
+        print(
+            f"   jax {jax.__version__}, scikit-learn {sklearn.__version__}, cores {os.cpu_count()}"
+        )
+        warm = {name: [] for name in fits}
+        cold, models = {}, {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for name, fit in fits.items():
+                t = time.perf_counter()
+                models[name] = fit()
+                cold[name] = time.perf_counter() - t
+            for _ in range(args.repeats):  # interleaved
+                for name, fit in fits.items():
+                    t = time.perf_counter()
+                    models[name] = fit()
+                    warm[name].append(time.perf_counter() - t)
+    n = len(X)
+    print("\n== timings (s): first call, warm median, warm min; log-likelihood n*score")
+    for name, m in models.items():
+        print(
+            f"  {name:14s} {cold[name]:8.3f} {statistics.median(warm[name]):8.3f} "
+            f"{min(warm[name]):8.3f}   loglik {n * m.score(X):18.6f}  n_iter {m.n_iter_}"
+        )
+    ratio = statistics.median(warm["scikit-learn"]) / statistics.median(warm["latentlab"])
+    compile_s = cold["latentlab"] - statistics.median(warm["latentlab"])
+    gap = models["latentlab"].score(X) - models["scikit-learn"].score(X)
+    print(f"\n== scikit-learn time / latentlab time (median): {ratio:.2f}x")
+    print(f"   latentlab compile (first call minus warm median): {compile_s:.2f} s")
+    print(f"   log-likelihood per row, latentlab - scikit-learn: {gap:+.2e}")
+    return {"speedup": ratio, "compile_seconds": compile_s, "loglik_gap_per_row": gap}
+
+
+if __name__ == "__main__":
+    main()
