@@ -178,3 +178,11 @@ def test_save_load_round_trip(fitted, planted, tmp_path):
     loaded = latentlab.load(tmp_path / "fa.npz")
     assert loaded.score(X) == fitted.score(X)
     np.testing.assert_array_equal(loaded.transform(X), fitted.transform(X))
+
+
+def test_svi_runs_on_the_same_declaration(planted, fitted):
+    X, _, _ = planted
+    est = FactorAnalysis(2, method="svi", svi_steps=1500, random_state=0).fit(X)
+    # a posterior-median point estimate: close to, and never above, the ML optimum
+    assert est.score(X) <= fitted.score(X) + 1e-9
+    assert est.score(X) == pytest.approx(fitted.score(X), rel=1e-2)

@@ -1,10 +1,13 @@
-"""Property tests: random shapes, missing patterns and degenerate data never give NaN."""
+"""Property tests: random shapes, missing patterns and degenerate data never give NaN
+(PPCA, factor analysis, Bayesian PCA)."""
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from latentlab import PPCA
+import pytest
+
+from latentlab import PPCA, BayesianPCA, FactorAnalysis
 
 N_FEATURES = 4  # fixed so that the examples share a few compiled programs
 
@@ -30,11 +33,28 @@ def data_with_holes(draw):
     return np.where(hidden, np.nan, X), K
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data_with_holes())
-def test_fit_score_impute_are_finite(case):
-    X, K = case
-    est = PPCA(K, max_iter=200, random_state=0).fit(X)
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Heywood / floor / convergence notes
+@pytest.mark.parametrize(
+    "make, examples",
+    [
+        (lambda K: PPCA(K, max_iter=200, random_state=0), 10),
+        (lambda K: FactorAnalysis(K, max_iter=200, random_state=0), 5),
+        (lambda K: BayesianPCA(K, max_iter=200, random_state=0), 5),
+    ],
+    ids=["PPCA", "FactorAnalysis", "BayesianPCA"],
+)
+def test_fit_score_impute_are_finite(make, examples):
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data_with_holes())
+    def check(case):
+        X, K = case
+        est = make(K).fit(X)
+        check_fitted(est, X)
+
+    check()
+
+
+def check_fitted(est, X):
     for value in est.params_.values():
         assert np.all(np.isfinite(value))
     assert np.all(np.isfinite(est.score_samples(X)))
