@@ -2,10 +2,9 @@
 (PPCA, factor analysis, Bayesian PCA)."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from latentlab import PPCA, BayesianPCA, FactorAnalysis
 
