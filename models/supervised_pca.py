@@ -110,8 +110,16 @@ def spca_model(
     use_prior: bool = False,
     has_missing: bool | None = None,
     explicit_latent: bool = False,
+    tempered: bool = False,
 ):
     """Supervised PCA.  ``X`` (n, d_x) and ``y`` (n, d_y) may hold NaN (missing).
+
+    Collapsed form (default): x ~ p(x) weighted by ``handlers.scale(alpha)``, then
+    y ~ p(y | x); NumPyro's ``log_likelihood`` is the unweighted log p(x, y).
+    ``tempered=True`` collapses L_alpha exactly instead: x and y | x under the
+    tempered model (x-noise sigma2_x / alpha) plus the factor ``alpha_weight`` =
+    log c(alpha, sigma2_x), so the log density is EM's objective F at any alpha (what
+    MAP and SVI optimise).
 
     Priors (only with ``use_prior=True``; for standardised data): loadings N(0, 1),
     means N(0, 10^2), noise variances LogNormal(0, 2).
@@ -151,12 +159,13 @@ def spca_model(
                     numpyro.sample(name, likelihood.to_event(1), obs=data)
         return
 
-    with handlers.scale(scale=alpha):
+    x_noise = sigma2_x / alpha if tempered else sigma2_x
+    with handlers.scale(scale=1.0 if tempered else alpha):
         observe_rows(
             X,
             W_x,
             mu_x,
-            sigma2_x * jnp.ones(d_x),
+            x_noise * jnp.ones(d_x),
             n_samples=n_samples,
             has_missing=has_missing,
             explicit_latent=False,
@@ -164,7 +173,11 @@ def spca_model(
         )
     if X is None:
         return
-    loc, factor = _conditional_y(X, W_x, W_y, mu_x, mu_y, sigma2_x, sigma2_y)
+    if tempered:  # p(x|z)^alpha = N(x | ., sigma2_x / alpha) * c(alpha, sigma2_x)
+        n_x = jnp.sum(~jnp.isnan(X))
+        log_c = 0.5 * (1 - alpha) * (LOG_2PI + jnp.log(sigma2_x)) - 0.5 * jnp.log(alpha)
+        numpyro.factor("alpha_weight", n_x * log_c)
+    loc, factor = _conditional_y(X, W_x, W_y, mu_x, mu_y, x_noise, sigma2_y)
     noise = sigma2_y * jnp.ones(d_y)
     obs = y
     if y is not None and has_missing:  # missing targets contribute exactly 0 (see PPCA)

@@ -84,12 +84,29 @@ def test_score_samples_matches_dense_joint_likelihood():
     np.testing.assert_allclose(est.score_samples(X, y), dense, rtol=1e-10)
 
 
-def test_map_on_declaration_reaches_em_optimum_at_alpha_one():
-    # At alpha = 1 the collapsed declaration's density is the EM objective.
+@pytest.mark.parametrize("alpha", [0.3, 1.0])
+def test_map_on_declaration_reaches_em_optimum(alpha):
     X, y = shared_factor_data()
-    em = SupervisedPCA(2, alpha=1.0, random_state=0).fit(X, y)
-    grad = SupervisedPCA(2, alpha=1.0, method="map", svi_steps=3000, random_state=0).fit(X, y)
-    assert grad.score_samples(X, y).sum() == pytest.approx(em.log_likelihoods_[-1], rel=1e-4)
+    em = SupervisedPCA(2, alpha=alpha, random_state=0).fit(X, y)
+    grad = SupervisedPCA(2, alpha=alpha, method="map", svi_steps=6000, random_state=0)
+    grad.fit(X, y)
+    best = em.log_likelihoods_[-1]
+    assert weighted_objective_oracle(grad, X, y) == pytest.approx(best, rel=1e-4)
+    assert grad.log_likelihoods_[-1] == pytest.approx(weighted_objective_oracle(grad, X, y))
+    if alpha == 1.0:  # where F is the unweighted joint likelihood
+        assert grad.score_samples(X, y).sum() == pytest.approx(best, rel=1e-4)
+
+
+def test_tempered_declaration_density_is_the_em_objective():
+    from numpyro.infer.util import log_density
+
+    X, y = shared_factor_data()
+    X, _ = hide_at_random(X, 0.1, seed=5)
+    est = SupervisedPCA(2, alpha=0.4, random_state=0).fit(X, y)
+    with jax.enable_x64(True):
+        F, _ = log_density(est.model_, (X, y), {"tempered": True}, est.params_)
+        F = float(F)
+    assert F == pytest.approx(est.log_likelihoods_[-1], rel=1e-10)
 
 
 def test_predict_is_conditional_mean_under_weighted_posterior():

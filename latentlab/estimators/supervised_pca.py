@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from functools import partial
 
 import jax
@@ -53,8 +52,8 @@ class SupervisedPCA(
         Weight of the x-likelihood (> 0).  Tune it by cross-validation
         (``GridSearchCV``); ``score`` is R^2 of :meth:`predict`.
     method : {"em", "map", "svi"}, default="em"
-        ``"map"``/``"svi"`` optimise the collapsed declaration, whose scaled density is
-        ``alpha log p(x) + log p(y|x)``: the same objective as EM only at alpha = 1.
+        ``"map"``/``"svi"`` optimise the declaration collapsed with ``tempered=True``,
+        whose log density is EM's objective.
     tol, max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
         As for :class:`latentlab.PPCA`.
 
@@ -142,13 +141,6 @@ class SupervisedPCA(
             raise ValueError("SupervisedPCA requires y to be passed, but the target y is None")
         if not (np.isscalar(self.alpha) and np.isfinite(self.alpha) and self.alpha > 0):
             raise ValueError(f"alpha must be a positive finite number, got {self.alpha!r}")
-        if self.method != "em" and self.alpha != 1:
-            warnings.warn(
-                f"method={self.method!r} optimises the collapsed declaration, whose density "
-                "alpha log p(x) + log p(y|x) is EM's objective only at alpha = 1",
-                UserWarning,
-                stacklevel=2,
-            )
         X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
         y = self._check_y(y, X.shape[0])
         Y = y.reshape(len(y), -1)
@@ -237,6 +229,7 @@ class SupervisedPCA(
             alpha=float(self.alpha),
             has_missing=mask is not None,
             use_prior=self.method == "svi" or bool(self.prior),
+            tempered=True,  # the collapsed L_alpha: EM's objective F at any alpha
         )
         key = jax_key(self.random_state)
         start = spca.init_params(key, Vc.shape[1], K, jnp.asarray(1.0, Xs.dtype))
@@ -258,8 +251,10 @@ class SupervisedPCA(
             init_values=init,
             seed=int(jax.random.randint(key, (), 0, 2**30)),
         )
-        n_observed = Vc.size if mask is None else mask.sum()
-        log_jacobian = n_observed * np.log(scale)
+        observed = np.ones(Vc.shape, bool) if mask is None else mask
+        n_x, n_y = observed[:, :d_x].sum(), observed[:, d_x:].sum()
+        # F of the rescaled data vs F of the data: p(x|z)^alpha scales as scale^(alpha d_x)
+        log_jacobian = (self.alpha * n_x + n_y) * np.log(scale)
         objective, _ = log_density(model, (Xs, Ys), {}, fit.params)
         trace = np.append(fit.objective_trace, float(objective)) - log_jacobian
         p = fit.params
