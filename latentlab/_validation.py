@@ -11,6 +11,7 @@ __all__ = [
     "check_option",
     "check_no_empty_rows",
     "check_no_empty_columns",
+    "check_level",
 ]
 
 
@@ -68,3 +69,12 @@ def check_n_components(n_components: int, low: int, high: int, why: str) -> int:
             f"{low} <= n_components <= {high} ({why})"
         )
     return int(n_components)
+
+
+def check_level(level) -> float:
+    """A credible/confidence level strictly between 0 and 1."""
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)):
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    return float(level)

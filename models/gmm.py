@@ -35,8 +35,10 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import logsumexp
+from latentlab.models.gaussian_latent import detect_missing
 from numpyro import handlers
 from numpyro.distributions import constraints
+from numpyro.ops.indexing import Vindex
 
 __all__ = [
     "COVARIANCE_TYPES",
@@ -46,10 +48,13 @@ __all__ = [
     "MixtureStats",
     "gmm_model",
     "model",
+    "masked_components",
     "scale_tril",
     "init_params",
     "params_from_responsibilities",
     "component_log_density",
+    "component_variances",
+    "conditional_components",
     "e_step",
     "m_step",
     "step_functions",
@@ -71,8 +76,18 @@ class Hyper(NamedTuple):
 
 
 class GMMData(NamedTuple):
-    X: jax.Array  # (n, d)
-    row_mask: jax.Array  # (n,) 1 for a real row, 0 for padding
+    """Rows in fixed-size chunks, so an E-step never holds more than one chunk's
+    (K, chunk, d) residuals and every chunk reuses one compiled body.
+
+    Complete rows and rows with missing entries are kept apart: only the latter pay
+    for per-row conditional Gaussians.  Padding rows have ``row_mask`` 0 (complete
+    part) or an all-zero ``observed`` mask (missing part).
+    """
+
+    X: jax.Array  # (n_chunks, chunk, d) complete rows
+    row_mask: jax.Array  # (n_chunks, chunk) 1 for a real row, 0 for padding
+    X_missing: jax.Array  # (m_chunks, m_chunk, d) rows with NaN, zeros where missing
+    observed: jax.Array  # (m_chunks, m_chunk, d) 1 where observed, 0 missing or padding
 
 
 class MixtureStats(NamedTuple):
@@ -117,30 +132,59 @@ def gmm_model(
     n_samples: int | None = None,
     use_prior: bool = False,
     explicit_latent: bool = False,
+    has_missing: bool | None = None,
 ):
     """Gaussian mixture with ``n_components`` components.  ``X`` is (n, d).
 
     Priors (active only with ``use_prior=True``): ``weights ~ Dirichlet(1)``,
     ``means ~ N(0, 10^2)``, standard deviations ``~ LogNormal(0, 2)``, and a flat prior
     on full/tied Cholesky factors.
+
+    NaN in ``X`` marks missing entries; each row then contributes its exact marginal
+    over the observed coordinates (see :func:`masked_components`).  Traced callers
+    (SVI, NUTS) say whether X has NaN with ``has_missing``.
     """
     if X is not None:
         n_samples, n_features = X.shape
+    missing = detect_missing(X, has_missing)
     K, d = n_components, n_features
     with handlers.mask(mask=use_prior):
         weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(K)))
         means = numpyro.sample("means", dist.Normal(0.0, 10.0).expand([K, d]).to_event(2))
         scale = numpyro.sample("scale", _scale_prior(covariance_type, K, d))
     L = scale_tril(scale, covariance_type, K, d)
+    locs = means
+    if missing:
+        X, locs, L = masked_components(X, means, L)  # per row: (n, K, d), (n, K, d, d)
 
     if explicit_latent:
-        _observe_with_assignment(X, weights, means, L, n_samples)
+        _observe_with_assignment(X, weights, locs, L, n_samples)
         return
     mixture = dist.MixtureSameFamily(
-        dist.Categorical(probs=weights), dist.MultivariateNormal(means, scale_tril=L)
+        dist.Categorical(probs=weights), dist.MultivariateNormal(locs, scale_tril=L)
     )
     with numpyro.plate("data", n_samples):
         numpyro.sample("x", mixture, obs=X)
+
+
+def masked_components(X, means, L):
+    """Per-row component Gaussians whose density at the filled row is each component's
+    marginal over the row's observed coordinates.
+
+    ``handlers.mask`` can only drop whole rows.  Instead, a missing coordinate is set
+    to 0, its mean to 0, its covariance row and column to 0 and its variance to
+    1/(2 pi): it then contributes a factor N(0 | 0, 1/(2 pi)) = 1, exactly, and leaves
+    the observed block Sigma_oo untouched.  Returns ``(X_filled, locs (n, K, d),
+    scale_tril (n, K, d, d))``.
+    """
+    observed = ~jnp.isnan(X)
+    o = observed.astype(means.dtype)
+    cov = L @ jnp.swapaxes(L, -1, -2)
+    inflate = (1.0 - o) / (2.0 * math.pi)
+    masked_cov = o[:, None, :, None] * cov[None] * o[:, None, None, :]
+    masked_cov = masked_cov + inflate[:, None, :, None] * jnp.eye(means.shape[1])
+    locs = o[:, None, :] * means[None]
+    return jnp.where(observed, X, 0.0), locs, jnp.linalg.cholesky(masked_cov)
 
 
 def _enumerate_discrete(site):
@@ -151,11 +195,16 @@ def _enumerate_discrete(site):
     return {}
 
 
-def _observe_with_assignment(X, weights, means, L, n_samples):
+def _observe_with_assignment(X, weights, locs, L, n_samples):
+    """x | c ~ N(loc_c, L_c L_c^T); ``locs``/``L`` are (K, ...) or per row (n, K, ...)."""
     with handlers.infer_config(config_fn=_enumerate_discrete):
         with numpyro.plate("data", n_samples):
             c = numpyro.sample("c", dist.Categorical(probs=weights))
-            numpyro.sample("x", dist.MultivariateNormal(means[c], scale_tril=L[c]), obs=X)
+            if locs.ndim == 3:  # per-row components (missing data): pick row i's c_i
+                loc, tril = Vindex(locs)[..., c, :], Vindex(L)[..., c, :, :]
+            else:
+                loc, tril = locs[c], L[c]
+            numpyro.sample("x", dist.MultivariateNormal(loc, scale_tril=tril), obs=X)
 
 
 model = gmm_model  # the name every model module exports for its declaration
@@ -222,14 +271,114 @@ def _moments(resp, diff, covariance_type: str) -> MixtureStats:
     return MixtureStats(count, sum_dx, sum_dxx)
 
 
-def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str):
-    """Responsibilities in log space (PRML 9.23) as row-sum statistics, and log p(X)."""
-    log_density, diff = component_log_density(params, data.X, covariance_type)
-    weighted = log_density + jnp.log(params.weights)
+def _responsibilities(log_density, weights, row_mask):
+    """Responsibilities (PRML 9.23) in log space, and the summed log-likelihood."""
+    weighted = log_density + jnp.log(weights)
     row_loglik = logsumexp(weighted, axis=1)
-    resp = jnp.exp(weighted - row_loglik[:, None]) * data.row_mask[:, None]
-    loglik = jnp.sum(jnp.where(data.row_mask > 0, row_loglik, 0.0))
+    resp = jnp.exp(weighted - row_loglik[:, None]) * row_mask[:, None]
+    return resp, jnp.sum(jnp.where(row_mask > 0, row_loglik, 0.0))
+
+
+def _complete_chunk(params, X, row_mask, covariance_type):
+    log_density, diff = component_log_density(params, X, covariance_type)
+    resp, loglik = _responsibilities(log_density, params.weights, row_mask)
     return _moments(resp, diff, covariance_type), loglik
+
+
+def component_variances(scale, covariance_type: str, n_components: int, n_features: int):
+    """Sigma_k as (K, d, d) for full/tied, per-coordinate variances (K, d) otherwise."""
+    K, d = n_components, n_features
+    if covariance_type in ("full", "tied"):
+        L = scale_tril(scale, covariance_type, K, d)
+        return L @ jnp.swapaxes(L, -1, -2)
+    if covariance_type == "diag":
+        return scale**2
+    return jnp.broadcast_to(scale[:, None] ** 2, (K, d))
+
+
+def conditional_components(params: Params, X, observed, covariance_type: str):
+    """Each component's marginal over a row's observed coordinates, and the missing
+    coordinates' conditional Gaussian given them.
+
+    ``X`` (n, d) may hold anything where ``observed`` (n, d) is 0.  Returns
+    ``(log_density (n, K), dx (n, K, d), cond_cov)``: log N(x_o | mu_ko, Sigma_k,oo);
+    ``dx = E[x | x_o, k] - mu_k``; ``cond_cov`` = Cov[x | x_o, k], (n, K, d, d) for
+    full/tied and its diagonal (n, K, d) otherwise, zero on observed coordinates.
+
+    For full covariances the observed block is handled without gathering it: with
+    D = diag(observed), S = D Sigma_k D + (I - D) is block diagonal after a
+    permutation, with Sigma_oo on the observed block and the identity elsewhere, so
+    chol(S) gives log|Sigma_oo| and S^{-1} D (x - mu_k) gives Sigma_oo^{-1}(x_o - mu_o).
+    """
+    K, d = params.means.shape
+    cov = component_variances(params.scale, covariance_type, K, d)
+    o = observed
+    missing = 1.0 - o
+    r = o[:, None, :] * (X[:, None, :] - params.means[None])  # (n, K, d), 0 where missing
+    n_obs = jnp.sum(o, axis=1)
+    if covariance_type in ("full", "tied"):
+        eye = jnp.eye(d, dtype=X.dtype)
+        S = o[:, None, :, None] * cov[None] * o[:, None, None, :] + missing[:, None, :, None] * eye
+        chol = jnp.linalg.cholesky(S)
+        v = jax.scipy.linalg.cho_solve((chol, True), r[..., None])[..., 0]  # S^{-1} r
+        quad = jnp.sum(r * v, axis=-1)
+        log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+        dx = r + missing[:, None, :] * jnp.einsum("kde,nke->nkd", cov, v)
+        cov_o = o[:, None, :, None] * cov[None]  # D Sigma_k
+        A = jax.scipy.linalg.cho_solve((chol, True), cov_o)  # S^{-1} D Sigma_k
+        schur = cov[None] - jnp.einsum("nkde,nkdf->nkef", cov_o, A)
+        cond_cov = missing[:, None, :, None] * schur * missing[:, None, None, :]
+    else:
+        quad = jnp.sum(r**2 / cov[None], axis=-1)
+        log_det = jnp.einsum("nd,kd->nk", o, jnp.log(cov))
+        dx = r  # the coordinates are independent given k: E[x_m | k] = mu_km
+        cond_cov = missing[:, None, :] * cov[None]
+    log_density = -0.5 * (n_obs[:, None] * LOG_2PI + log_det + quad)
+    return log_density, dx, cond_cov
+
+
+def _missing_chunk(params, X, observed, covariance_type):
+    """Statistics of rows with missing entries: expected moments under each component's
+    conditional, E[(x - mu_k)(x - mu_k)^T | x_o, k] = dx dx^T + cond_cov."""
+    log_density, dx, cond_cov = conditional_components(params, X, observed, covariance_type)
+    row_mask = (jnp.sum(observed, axis=1) > 0).astype(X.dtype)
+    resp, loglik = _responsibilities(log_density, params.weights, row_mask)
+    count = jnp.sum(resp, axis=0)
+    sum_dx = jnp.einsum("nk,nkd->kd", resp, dx)
+    if covariance_type in ("full", "tied"):
+        outer = jnp.einsum("nkd,nke->nkde", dx, dx) + cond_cov
+        sum_dxx = jnp.einsum("nk,nkde->kde", resp, outer)
+    else:
+        sum_dxx = jnp.einsum("nk,nkd->kd", resp, dx**2 + cond_cov)
+    return MixtureStats(count, sum_dx, sum_dxx), loglik
+
+
+def _sum_over_chunks(chunk_stats, params, arrays):
+    """Add ``chunk_stats(params, *chunk)`` over the leading (chunk) axis of ``arrays``."""
+    first = jax.eval_shape(chunk_stats, params, *(a[0] for a in arrays))
+    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), first)
+
+    def add(total, chunk):
+        return jax.tree.map(jnp.add, total, chunk_stats(params, *chunk)), None
+
+    return jax.lax.scan(add, zero, arrays)[0]
+
+
+def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str):
+    """Responsibilities in log space (PRML 9.23) as row-sum statistics, and log p(X).
+
+    Rows with missing entries use each component's marginal over their observed
+    coordinates and the conditional moments of the missing ones (exact EM for data
+    missing at random).
+    """
+    complete = partial(_complete_chunk, covariance_type=covariance_type)
+    stats, loglik = _sum_over_chunks(complete, params, (data.X, data.row_mask))
+    if data.X_missing.shape[0]:
+        incomplete = partial(_missing_chunk, covariance_type=covariance_type)
+        more, more_ll = _sum_over_chunks(incomplete, params, (data.X_missing, data.observed))
+        stats = jax.tree.map(jnp.add, stats, more)
+        loglik = loglik + more_ll
+    return stats, loglik
 
 
 # ----------------------------------------------------------------------------- M-step

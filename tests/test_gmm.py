@@ -195,7 +195,8 @@ def test_save_and_load_round_trip(tmp_path, overlapping, fits):
     [
         (np.ones(10), {}, "2D array"),
         (np.array([[1.0, np.inf], [2.0, 3.0]]), {}, "infinity"),
-        (np.array([[1.0, np.nan], [2.0, 3.0]]), {}, "missing values.*not supported"),
+        (np.array([[np.nan, np.nan], [2.0, 3.0], [1.0, 1.0]]), {}, "every entry missing"),
+        (np.array([[np.nan, 1.0], [np.nan, 3.0], [np.nan, 1.0]]), {}, "column"),
         (np.ones((5, 2)), {"n_components": 6}, "n_components"),
         (np.ones((5, 2)), {"n_components": 0}, "n_components"),
         (np.ones((5, 2)), {"covariance_type": "banana"}, "covariance_type"),

@@ -163,6 +163,16 @@ class TestMissingData:
         inside = np.abs(X[hidden] - filled[hidden]) <= 1.6448536 * std[hidden]
         assert 0.85 <= inside.mean() <= 0.95
 
+    def test_interval_is_central_gaussian_interval(self, setup):
+        _, X_missing, hidden, est = setup
+        filled, std = est.impute(X_missing, return_std=True)
+        lower, upper = est.impute_interval(X_missing, level=0.8)
+        np.testing.assert_allclose(upper - filled, 1.2815515655446004 * std, rtol=1e-12)
+        np.testing.assert_allclose(filled - lower, 1.2815515655446004 * std, rtol=1e-12)
+        np.testing.assert_array_equal(lower[~hidden], X_missing[~hidden])
+        with pytest.raises(ValueError, match="level"):
+            est.impute_interval(X_missing, level=1.0)
+
     def test_multiple_imputation_draws(self, setup):
         X, X_missing, hidden, est = setup
         draws = est.sample_imputations(X_missing, n_imputations=200, random_state=0)

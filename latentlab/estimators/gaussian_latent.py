@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._validation import (
     check_data,
+    check_level,
     check_no_empty_columns,
     check_no_empty_rows,
     check_option,
@@ -413,6 +414,19 @@ class GaussianLatentEstimator(
         std = np.sqrt(var)
         filled = np.where(mask > 0, X, filled)  # bit-exact observed entries
         return (filled, std) if return_std else filled
+
+    def impute_interval(self, X, level: float = 0.9):
+        """Central ``level`` interval of each missing entry given the row's observed ones.
+
+        The conditional distribution is Gaussian, so the interval is the conditional
+        mean -/+ z * sd.  Plug-in: parameter uncertainty is not included.  Returns
+        ``(lower, upper)``, each (n_samples, n_features); both equal X where observed.
+        """
+        from scipy.stats import norm
+
+        z = norm.ppf(0.5 + 0.5 * check_level(level))
+        filled, std = self.impute(X, return_std=True)
+        return filled - z * std, filled + z * std
 
     def sample_imputations(self, X, n_imputations: int = 5, random_state=None) -> np.ndarray:
         """Multiple imputation: draws of the missing entries from p(x_miss | x_obs).

@@ -1,0 +1,195 @@
+"""Gaussian mixtures with missing entries: exact observed-data likelihood, EM,
+the declaration, imputation, intervals and draws, against independent computations."""
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer.util import log_likelihood
+from oracles import hide_at_random, is_monotone
+from scipy.special import logsumexp, ndtr
+from scipy.stats import multivariate_normal
+from test_gmm import COVARIANCE_TYPES, K, planted_mixture
+
+from latentlab import GaussianMixture
+
+
+def dense_mixture_loglik(X, weights, means, covariances):
+    """log sum_k w_k N(x_o | mu_ko, Sigma_k,oo), row by row with SciPy."""
+    out = []
+    for row in X:
+        o = ~np.isnan(row)
+        terms = [
+            np.log(w) + multivariate_normal(m[o], S[np.ix_(o, o)]).logpdf(row[o])
+            for w, m, S in zip(weights, means, covariances, strict=True)
+        ]
+        out.append(logsumexp(terms))
+    return np.array(out)
+
+
+def full_covariances(est):
+    cov = est.covariances_
+    d = est.n_features_in_
+    if est.covariance_type == "tied":
+        return np.broadcast_to(cov, (K, d, d))
+    if est.covariance_type == "diag":
+        return np.stack([np.diag(c) for c in cov])
+    if est.covariance_type == "spherical":
+        return cov[:, None, None] * np.eye(d)
+    return cov
+
+
+def conditional_by_blocks(est, row):
+    """p(k | x_o), E[x_m | x_o, k] and Cov[x_m | x_o, k] with explicit block algebra."""
+    o = ~np.isnan(row)
+    m = ~o
+    covs = full_covariances(est)
+    log_w = [
+        np.log(w) + multivariate_normal(mu[o], S[np.ix_(o, o)]).logpdf(row[o])
+        for w, mu, S in zip(est.weights_, est.means_, covs, strict=True)
+    ]
+    resp = np.exp(np.array(log_w) - logsumexp(log_w))
+    means, variances = [], []
+    for mu, S in zip(est.means_, covs, strict=True):
+        gain = S[np.ix_(m, o)] @ np.linalg.inv(S[np.ix_(o, o)])
+        means.append(mu[m] + gain @ (row[o] - mu[o]))
+        variances.append(S[np.ix_(m, m)] - gain @ S[np.ix_(o, m)])
+    return resp, np.array(means), np.array(variances)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, labels, means = planted_mixture(n=300, seed=3, separation=3.0)
+    X_missing, hidden = hide_at_random(X, 0.15, seed=4)
+    return X, X_missing, hidden, means
+
+
+@pytest.fixture(scope="module")
+def fits(data):
+    _, X_missing, _, _ = data
+    return {
+        ct: GaussianMixture(K, covariance_type=ct, n_init=2, random_state=0).fit(X_missing)
+        for ct in COVARIANCE_TYPES
+    }
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_observed_data_loglik_matches_dense_computation(data, fits, covariance_type):
+    _, X_missing, _, _ = data
+    est = fits[covariance_type]
+    dense = dense_mixture_loglik(X_missing, est.weights_, est.means_, full_covariances(est))
+    np.testing.assert_allclose(est.score_samples(X_missing), dense, rtol=1e-10)
+    # the fit's objective is the observed-data log-likelihood at the fitted parameters
+    np.testing.assert_allclose(est.log_likelihoods_[-1], dense.sum(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_em_with_missing_entries_never_decreases_loglik(fits, covariance_type):
+    trace = fits[covariance_type].log_likelihoods_
+    assert len(trace) >= 2 and fits[covariance_type].converged_
+    assert is_monotone(trace)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_declaration_gives_the_observed_data_loglik(data, fits, covariance_type):
+    _, X_missing, _, _ = data
+    est = fits[covariance_type]
+    with jax.enable_x64(True):
+        params = {k: v[None] for k, v in est.params_.items()}
+        ll = log_likelihood(est.model_, params, X_missing)
+        total = float(sum(np.asarray(v, dtype=np.float64).sum() for v in ll.values()))
+    assert total == pytest.approx(len(X_missing) * est.score(X_missing), rel=1e-10)
+
+
+def test_planted_means_recovered_with_missing_entries(data, fits):
+    _, _, _, planted = data
+    est = fits["full"]
+    # relabel: nearest planted mean for each fitted one (well separated here)
+    order = [np.argmin(np.linalg.norm(planted - m, axis=1)) for m in est.means_]
+    assert sorted(order) == list(range(K))
+    assert np.max(np.abs(est.means_ - planted[order])) < 0.5
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_impute_is_the_posterior_weighted_conditional_mean(data, fits, covariance_type):
+    _, X_missing, hidden, _ = data
+    est = fits[covariance_type]
+    filled, std = est.impute(X_missing, return_std=True)
+    np.testing.assert_array_equal(filled[~hidden], X_missing[~hidden])
+    assert np.all(std[~hidden] == 0) and np.all(std[hidden] > 0)
+    for i in np.flatnonzero(hidden.any(axis=1))[:15]:
+        resp, means, covs = conditional_by_blocks(est, X_missing[i])
+        mean = resp @ means
+        var = resp @ (np.array([np.diag(c) for c in covs]) + means**2) - mean**2
+        np.testing.assert_allclose(filled[i, hidden[i]], mean, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(std[i, hidden[i]], np.sqrt(var), rtol=1e-7)
+
+
+def test_intervals_are_mixture_quantiles(data, fits):
+    _, X_missing, hidden, _ = data
+    est = fits["full"]
+    lower, upper = est.impute_interval(X_missing, level=0.9)
+    np.testing.assert_array_equal(lower[~hidden], X_missing[~hidden])
+    for i in np.flatnonzero(hidden.any(axis=1))[:15]:
+        resp, means, covs = conditional_by_blocks(est, X_missing[i])
+        sd = np.sqrt(np.array([np.diag(c) for c in covs]))
+        for q, p in ((lower[i, hidden[i]], 0.05), (upper[i, hidden[i]], 0.95)):
+            cdf = resp @ ndtr((q - means) / sd)
+            np.testing.assert_allclose(cdf, p, atol=1e-9)
+
+
+def test_intervals_cover_at_their_level_on_data_from_the_model(fits):
+    est = fits["full"]
+    X, _ = est.sample(2000, random_state=5)
+    X_missing, hidden = hide_at_random(X, 0.25, seed=6)
+    lower, upper = est.impute_interval(X_missing, level=0.9)
+    inside = (X[hidden] >= lower[hidden]) & (X[hidden] <= upper[hidden])
+    # ~2000 hidden values, but rows share components: allow ~4 binomial SEs
+    se = np.sqrt(0.9 * 0.1 / hidden.sum())
+    assert abs(inside.mean() - 0.9) < 4 * se + 0.005
+
+
+def test_draws_centre_on_the_conditional_mean_with_its_spread(data, fits):
+    _, X_missing, hidden, _ = data
+    est = fits["full"]
+    n_draws = 400
+    draws = est.sample_imputations(X_missing, n_imputations=n_draws, random_state=0)
+    assert draws.shape == (n_draws, *X_missing.shape)
+    np.testing.assert_array_equal(
+        draws[:, ~hidden], np.broadcast_to(X_missing[~hidden], (n_draws, (~hidden).sum()))
+    )
+    filled, std = est.impute(X_missing, return_std=True)
+    z = (draws.mean(axis=0)[hidden] - filled[hidden]) / (std[hidden] / np.sqrt(n_draws))
+    assert np.mean(np.abs(z) < 3.0) > 0.98
+    np.testing.assert_allclose(draws.std(axis=0)[hidden].mean(), std[hidden].mean(), rtol=0.05)
+    assert np.all(draws[0][hidden] != draws[1][hidden])
+
+
+def test_predict_uses_the_observed_entries(data, fits):
+    X, X_missing, hidden, _ = data
+    est = fits["full"]
+    proba = est.predict_proba(X_missing)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    # rows without NaN get the same answer as on complete data
+    complete = ~hidden.any(axis=1)
+    np.testing.assert_allclose(proba[complete], est.predict_proba(X[complete]), rtol=1e-10)
+    empty = np.full((1, X.shape[1]), np.nan)
+    np.testing.assert_allclose(est.predict_proba(empty)[0], est.weights_, rtol=1e-12)
+    with pytest.raises(ValueError, match="every entry missing"):
+        est.score_samples(empty)
+
+
+# -- MAP / SVI on the declaration ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def em_complete(data):
+    return GaussianMixture(K, random_state=0).fit(data[0])
+
+
+def test_map_on_the_declaration_reaches_the_em_optimum(data, em_complete):
+    X = data[0]
+    # Adam on the declaration (priors off) from EM's own start
+    fit = GaussianMixture(K, method="map", random_state=0, svi_steps=2000).fit(X)
+    assert fit.score(X) == pytest.approx(em_complete.score(X), rel=1e-4)
+    # the trace ends at the returned parameters, in the data's units
+    assert fit.log_likelihoods_[-1] == pytest.approx(len(X) * fit.score(X), rel=1e-10)
