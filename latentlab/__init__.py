@@ -5,9 +5,12 @@ Importing latentlab never changes JAX's global configuration: estimators compute
 float64 inside ``jax.enable_x64(True)`` contexts of their own.
 """
 
+from latentlab import posterior
+from latentlab.compare import compare
 from latentlab.estimators import (
     CCA,
     PCA,
+    PLSA,
     PPCA,
     BayesianPCA,
     FactorAnalysis,
@@ -16,6 +19,7 @@ from latentlab.estimators import (
     KernelPCA,
     SupervisedPCA,
 )
+from latentlab.impute import Imputer, rubin_pool
 from latentlab.io import load
 
 __version__ = "0.1.0"
@@ -29,6 +33,11 @@ __all__ = [
     "BayesianPCA",
     "SupervisedPCA",
     "GaussianMixture",
+    "PLSA",
+    "Imputer",
+    "rubin_pool",
+    "compare",
     "load",
+    "posterior",
     "__version__",
 ]

@@ -1,16 +1,38 @@
-"""The ``latentlab`` command line."""
+"""The ``latentlab`` command line: ``impute``, ``compare`` and ``demo``."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import os
 import sys
 import time
+import warnings
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "run_demo"]
+__all__ = ["main", "run_demo", "simple_compare"]
 
 DATASETS = ("wine", "digits", "breast_cancer", "diabetes")
+FAMILY_NAMES = ("ppca", "fa", "bpca", "gmm")
+DELIMITERS = ",;\t|"
+
+EXIT_CODES = """\
+exit status: 0 on success, 1 when the input cannot be used (missing or unparsable
+file, non-numeric or empty column, model failure; the reason is printed on stderr),
+2 for a malformed command line.
+
+Compiled XLA programs are cached in $LATENTLAB_CACHE_DIR (default
+~/.cache/latentlab/jax), so later runs on data of the same shape start faster; set
+LATENTLAB_CACHE_DIR= (empty) to switch the cache off."""
+
+
+class InputError(Exception):
+    """A problem with the user's input, reported as one line on stderr (exit 1)."""
+
+
+# -- demo ------------------------------------------------------------------------------
 
 
 def _load(name: str) -> np.ndarray:
@@ -98,12 +120,403 @@ def run_demo(
     return table, report
 
 
-def main(argv=None) -> int:
+# -- reading data ----------------------------------------------------------------------
+
+
+def _delimiter(text: str) -> str:
+    return "\t" if text.lower() in ("tab", "\\t") else text
+
+
+def read_table(path, delimiter=None, na_values=None):
+    """A CSV file as a DataFrame, and the delimiter used (guessed when None).
+
+    Raises :class:`InputError` with a message a user can act on.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"cannot read {str(path)!r}: no such file")
+    if path.is_dir():
+        raise InputError(f"cannot read {str(path)!r}: it is a directory, not a CSV file")
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            sample = handle.read(65536)
+    except UnicodeDecodeError:
+        raise InputError(f"{str(path)!r} is not UTF-8 text; is it a CSV file?") from None
+    except OSError as err:
+        raise InputError(f"cannot read {str(path)!r}: {err.strerror}") from None
+    if not sample.strip():
+        raise InputError(f"{str(path)!r} is empty")
+    if delimiter is None:
+        try:
+            delimiter = csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+        except csv.Error:
+            delimiter = ","
+    try:
+        frame = pd.read_csv(path, sep=delimiter, na_values=na_values)
+    except pd.errors.ParserError as err:
+        reason = str(err).strip().splitlines()[-1]
+        raise InputError(
+            f"could not parse {str(path)!r} with delimiter {delimiter!r}: {reason}; "
+            "check --delimiter"
+        ) from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{str(path)!r} has no columns") from None
+    if frame.shape[1] < 2:
+        header = sample.splitlines()[0]
+        other = [c for c in DELIMITERS if c != delimiter and c in header]
+        hint = (
+            f"; the header contains {other[0]!r}: try --delimiter {other[0]!r}"
+            if other
+            else "; imputing needs at least 2 columns"
+        )
+        raise InputError(
+            f"{str(path)!r} has only {frame.shape[1]} column with delimiter {delimiter!r}{hint}"
+        )
+    return frame, delimiter
+
+
+def _numeric_part(frame, exclude):
+    """The columns to model, after checking --exclude and refusing non-numeric ones."""
+    from pandas.api.types import is_complex_dtype, is_numeric_dtype
+
+    names = [str(c) for c in frame.columns]
+    unknown = [c for c in exclude if c not in names]
+    if unknown:
+        raise InputError(f"--exclude names column(s) not in the file: {unknown}")
+    keep = [c for c, name in zip(frame.columns, names, strict=True) if name not in exclude]
+    bad = [
+        str(c)
+        for c in keep
+        if not is_numeric_dtype(frame[c].dtype) or is_complex_dtype(frame[c].dtype)
+    ]
+    if bad:
+        shown = " ".join(f"'{c}'" for c in bad)
+        raise InputError(
+            f"non-numeric column(s) {bad}: latentlab models numbers only. Fix the values "
+            f"or copy those columns through unchanged with --exclude {shown}"
+        )
+    if len(keep) < 2:
+        raise InputError(f"need at least 2 numeric columns to model, got {len(keep)}")
+    return frame[keep]
+
+
+def _write(frame, target, delimiter) -> None:
+    if str(target) == "-":
+        frame.to_csv(sys.stdout, index=False, sep=delimiter)
+        return
+    target = Path(target)
+    if not target.parent.exists():
+        raise InputError(f"cannot write {str(target)!r}: folder {str(target.parent)!r} missing")
+    try:
+        frame.to_csv(target, index=False, sep=delimiter)
+    except OSError as err:
+        raise InputError(f"cannot write {str(target)!r}: {err.strerror}") from None
+
+
+# -- impute ----------------------------------------------------------------------------
+
+
+def run_impute(args) -> int:
+    import pandas as pd
+
+    from latentlab.impute import Imputer
+
+    frame, delimiter = read_table(args.data, args.delimiter, args.na_values)
+    data = _numeric_part(frame, args.exclude)
+    missing = int(data.isna().to_numpy().sum())
+    say = _stderr(args.quiet)
+    say(
+        f"latentlab impute: {frame.shape[0]} rows x {data.shape[1]} numeric columns, "
+        f"{missing} missing entries"
+    )
+    imputer = Imputer(
+        args.model, n_components=args.k, random_state=args.seed, verbose=int(not args.quiet)
+    )
+    filled, std = imputer.fit(data).transform(data, return_std=True)
+    chosen = imputer.chosen_
+    if imputer.selection_ is not None:
+        say("model choice by held-out log-likelihood of masked entries (nats per entry):")
+        shown = imputer.selection_.drop(columns=["note"]).head(8)
+        say(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    say(f"imputed with {chosen['model']} (K={chosen['n_components']})")
+    out = frame.copy()
+    std_out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=np.float64)
+    for name in data.columns:
+        out[name] = filled[name]
+        std_out[name] = std[name]
+    _write(out, args.output, delimiter)
+    if args.std is not None:
+        _write(std_out, args.std, delimiter)
+    return 0
+
+
+# -- compare ---------------------------------------------------------------------------
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"3"``, ``"1:10"`` (inclusive) or ``"1,2,5"`` as a list of positive integers."""
+    try:
+        if ":" in text:
+            low, high = (int(v) for v in text.split(":"))
+            values = list(range(low, high + 1))
+        else:
+            values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid K list {text!r}: use K, LOW:HIGH or K1,K2,..."
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"K must be positive integers, got {text!r}")
+    return values
+
+
+def simple_compare(models: dict, X, *, cv: int = 5, random_state=0):
+    """Stand-in for :func:`latentlab.compare` (same call, same column names).
+
+    Fits each model on all of X (``loglik``, ``n_params``, ``AIC``, ``BIC``) and on
+    the training part of each of ``cv`` shuffled folds (``heldout_loglik``: mean over
+    folds of the mean held-out log-likelihood per row; ``heldout_se``: std over folds
+    / sqrt(cv)).  Rows are sorted best first.
+    """
+    import pandas as pd
+    from sklearn.base import clone
+    from sklearn.model_selection import KFold
+
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    folds = list(KFold(cv, shuffle=True, random_state=random_state).split(X))
+    rows = {}
+    for name, template in models.items():
+        row = {"family": type(template).__name__, "K": template.get_params()["n_components"]}
+        try:
+            est = clone(template).fit(X)
+            loglik = float(est.score_samples(X).sum())
+            p = est._n_parameters()
+            held = [clone(template).fit(X[tr]).score_samples(X[te]).mean() for tr, te in folds]
+            row.update(
+                n_params=p,
+                loglik=loglik,
+                AIC=-2 * loglik + 2 * p,
+                BIC=-2 * loglik + p * np.log(n),
+                heldout_loglik=float(np.mean(held)),
+                heldout_se=float(np.std(held, ddof=1) / np.sqrt(cv)),
+                error=None,
+            )
+        except ValueError as err:
+            row.update(heldout_loglik=np.nan, error=str(err))
+        rows[name] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "model"
+    table = table.sort_values("heldout_loglik", ascending=False, na_position="last")
+    table.insert(table.columns.get_loc("error"), "best", False)
+    best = bool(np.isfinite(table["heldout_loglik"].iloc[0]))
+    table.iloc[0, table.columns.get_loc("best")] = best
+    return table
+
+
+def _compare_function():
+    """``latentlab.compare`` where this version has it, else :func:`simple_compare`."""
+    try:
+        from latentlab.compare import compare
+    except ImportError:
+        return simple_compare
+    return compare
+
+
+def run_compare(args) -> int:
+    import pandas as pd
+
+    from latentlab.impute import FAMILIES, _estimator_class, _max_k
+
+    frame, delimiter = read_table(args.data, args.delimiter, args.na_values)
+    data = _numeric_part(frame, args.exclude).to_numpy(dtype=np.float64, na_value=np.nan)
+    data = data[~np.isnan(data).all(axis=1)]
+    if np.isnan(data).all(axis=0).any():
+        raise InputError("a column has no observed entry; drop it or pass it to --exclude")
+    if not args.no_standardize:
+        scale = np.nanstd(data, axis=0)
+        data = (data - np.nanmean(data, axis=0)) / np.where(scale > 0, scale, 1.0)
+    n, d = data.shape
+    ks = args.k or list(range(1, min(5, d - 1) + 1))
+    models, skipped = {}, []
+    for family in args.models:
+        for K in ks:
+            if K > _max_k(family, n, d):
+                skipped.append(f"{family} K={K}")
+                continue
+            est = _estimator_class(family)(n_components=K, random_state=args.seed)
+            models[f"{FAMILIES[family]}(K={K})"] = est
+    say = _stderr(args.quiet)
+    if skipped:
+        say(f"skipped (K too large for {n} rows x {d} columns): {', '.join(skipped)}")
+    if not models:
+        raise InputError("no model left to compare; choose smaller K with -k")
+    compare = _compare_function()
+    from latentlab.impute import _progress
+
+    parts = [
+        compare({name: est}, data, cv=args.folds, random_state=args.seed)
+        for name, est in _progress(models.items(), "compare", int(not args.quiet))
+    ]
+    table = pd.concat(parts)
+    table = table.sort_values("heldout_loglik", ascending=False, na_position="last", kind="stable")
+    table["best"] = False
+    if np.isfinite(table["heldout_loglik"].iloc[0]):
+        table.iloc[0, table.columns.get_loc("best")] = True
+    if "error" in table and table["error"].isna().all():
+        table = table.drop(columns="error")
+    units = "standardised columns" if not args.no_standardize else "the data's units"
+    print(
+        f"Model comparison on {n} rows x {d} columns ({units}); log-likelihoods in nats, "
+        f"held-out = mean per row over {args.folds} folds, se = standard error"
+    )
+    print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    if args.output is not None:
+        _write(table.reset_index(), args.output, delimiter)
+    return 0
+
+
+# -- plumbing --------------------------------------------------------------------------
+
+
+def _stderr(quiet: bool):
+    def say(*args):
+        if not quiet:
+            print(*args, file=sys.stderr, flush=True)
+
+    return say
+
+
+def _enable_compilation_cache() -> None:
+    """Persist compiled XLA programs between runs of the command (never on import)."""
+    path = os.environ.get("LATENTLAB_CACHE_DIR")
+    if path == "":
+        return
+    if path is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        path = os.path.join(base, "latentlab", "jax")
+    try:
+        path = os.path.expanduser(path)
+        os.makedirs(path, exist_ok=True)
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    except (OSError, AttributeError):
+        pass  # a cache is an optimisation: run without one
+
+
+def _short_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"latentlab: warning: {message}", file=sys.stderr)
+
+
+def _input_options(sub) -> None:
+    sub.add_argument("data", help="CSV file with a header row; empty cells are missing")
+    sub.add_argument(
+        "--delimiter",
+        type=_delimiter,
+        default=None,
+        help="field separator (default: guessed among , ; tab |); write 'tab' for tabs",
+    )
+    sub.add_argument(
+        "--na-values",
+        nargs="+",
+        default=None,
+        metavar="TEXT",
+        help="extra cell texts meaning missing (empty, NA, NaN, null ... always do)",
+    )
+    sub.add_argument(
+        "--exclude",
+        nargs="+",
+        default=[],
+        metavar="COLUMN",
+        help="columns to leave out of the model and copy through unchanged (e.g. ids, names); "
+        "list them after the file name",
+    )
+    sub.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sub.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="latentlab",
         description="Latent-variable models declared once in NumPyro, fitted by jit-compiled EM.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
+    impute = sub.add_parser(
+        "impute",
+        help="fill in the missing cells of a CSV file from a fitted latent-variable model",
+        description="Fill in the empty cells of a CSV file with their conditional mean "
+        "given the observed cells of the same row, under a latent-variable model fitted "
+        "to the observed cells (missing at random assumed). The output has exactly the "
+        "input's columns and rows; observed cells are unchanged.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _input_options(impute)
+    impute.add_argument(
+        "-o", "--output", required=True, help="where to write the filled CSV ('-' = stdout)"
+    )
+    impute.add_argument(
+        "--model",
+        choices=("auto", *FAMILY_NAMES),
+        default="auto",
+        help="ppca: probabilistic PCA; fa: factor analysis; bpca: Bayesian PCA (prunes "
+        "its own rank); gmm: Gaussian mixture; auto (default): choose family and K by "
+        "the held-out likelihood of masked cells",
+    )
+    impute.add_argument(
+        "-k",
+        type=int,
+        default=None,
+        metavar="K",
+        help="rank (number of components for gmm); with --model auto, PPCA and FA compete "
+        "at this rank; default: chosen from the data",
+    )
+    impute.add_argument(
+        "--std",
+        default=None,
+        metavar="FILE",
+        help="also write the conditional standard deviation of each cell (0 if observed)",
+    )
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare models and ranks by likelihood (AIC, BIC, cross-validated held-out)",
+        description="Fit each model at each K to a CSV file (missing cells allowed) and "
+        "print log-likelihood, number of free parameters, AIC, BIC and the K-fold "
+        "held-out log-likelihood per row with its standard error, best first.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _input_options(compare)
+    compare.add_argument(
+        "--models",
+        nargs="+",
+        choices=FAMILY_NAMES,
+        default=["ppca", "fa"],
+        help="model families to fit (default: ppca fa)",
+    )
+    compare.add_argument(
+        "-k",
+        type=parse_ks,
+        default=None,
+        metavar="KS",
+        help="K values: K, LOW:HIGH (inclusive) or K1,K2,... (default 1:5)",
+    )
+    compare.add_argument("--folds", type=int, default=5, help="cross-validation folds")
+    compare.add_argument(
+        "--no-standardize",
+        action="store_true",
+        help="fit in the data's units (default: standardise each column first)",
+    )
+    compare.add_argument("-o", "--output", default=None, help="also write the table as CSV")
+
     demo = sub.add_parser(
         "demo",
         help="fit PPCA for several K on bundled data, compare them and impute hidden entries",
@@ -116,14 +529,35 @@ def main(argv=None) -> int:
     demo.add_argument("--folds", type=int, default=5, help="cross-validation folds")
     demo.add_argument("--missing", type=float, default=0.1, help="fraction of entries to hide")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit status (see ``latentlab --help``)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         if not 0 < args.missing < 1:
             parser.error("--missing must be between 0 and 1")
         if args.max_components < 1 or args.folds < 2:
             parser.error("--max-components must be >= 1 and --folds >= 2")
-        run_demo(args.dataset, args.max_components, args.folds, args.missing, args.seed)
-    return 0
+    if args.command == "compare" and args.folds < 2:
+        parser.error("--folds must be >= 2")
+    if args.command == "impute" and args.k is not None and args.k < 1:
+        parser.error("-k must be a positive integer")
+    if argv is None:  # a real command-line run, not a call from Python
+        _enable_compilation_cache()
+    with warnings.catch_warnings():
+        warnings.showwarning = _short_warning
+        try:
+            if args.command == "demo":
+                run_demo(args.dataset, args.max_components, args.folds, args.missing, args.seed)
+                return 0
+            run = run_impute if args.command == "impute" else run_compare
+            return run(args)
+        except (InputError, ValueError) as err:
+            print(f"latentlab {args.command}: error: {err}", file=sys.stderr)
+            return 1
 
 
 if __name__ == "__main__":

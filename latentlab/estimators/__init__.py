@@ -6,6 +6,7 @@ from latentlab.estimators.factor_analysis import FactorAnalysis
 from latentlab.estimators.gmm import GaussianMixture
 from latentlab.estimators.kernel_pca import KernelPCA
 from latentlab.estimators.pca import PCA
+from latentlab.estimators.plsa import PLSA
 from latentlab.estimators.ppca import PPCA
 from latentlab.estimators.supervised_pca import SupervisedPCA
 
@@ -19,4 +20,5 @@ __all__ = [
     "BayesianPCA",
     "SupervisedPCA",
     "GaussianMixture",
+    "PLSA",
 ]

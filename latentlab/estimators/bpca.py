@@ -104,6 +104,8 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         self.verbose = verbose
 
     prior = True  # the ARD prior is the model; MAP/SVI always use it
+    _em_uses_prior = True  # EM finds the MAP: posterior draws keep the prior by default
+    _posterior_prior_required = True  # without it alpha is not identified
 
     def _max_components(self, n_samples, n_features):
         return min(n_samples, n_features) - 1, "min(n_samples, n_features) - 1"

@@ -26,6 +26,8 @@ from latentlab._validation import (
     check_no_empty_rows,
     check_option,
 )
+from latentlab.estimators import _posterior_hooks
+from latentlab.estimators._rows import map_row_chunks
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
 from latentlab.inference.em import run_em
 from latentlab.models.gaussian_latent import (
@@ -57,19 +59,11 @@ def _check_positive_int(name, value):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-def _bucket(n: int) -> int:
-    """Row count rounded up to a power of two (at least 32): one compile per bucket."""
-    return max(32, 1 << (n - 1).bit_length())
-
-
 def _padded(fn, *arrays_before, X, mask):
-    """Call a jitted row-wise ``fn`` on rows padded to a bucket, then drop the padding."""
-    n = X.shape[0]
-    pad = _bucket(n) - n
-    Xp = np.concatenate([X, np.zeros((pad, X.shape[1]))])
-    mp = np.concatenate([mask, np.zeros((pad, X.shape[1]))])
-    out = fn(*arrays_before, Xp, mp)
-    return tuple(to_numpy(a)[:n] for a in out)
+    """A jitted row-wise ``fn(*arrays_before, X, mask)`` over bucketed row chunks
+    (see :mod:`latentlab.estimators._rows`); returns a tuple of NumPy arrays."""
+    out = map_row_chunks(lambda x, m: fn(*arrays_before, x, m), X, mask)
+    return out if isinstance(out, tuple) else (out,)
 
 
 class GaussianLatentFitMixin:
@@ -188,6 +182,8 @@ class GaussianLatentEstimator(
     Subclasses implement ``_noise_variance_vector`` (and the mixin's hooks) and,
     where needed, ``_fit_closed_form`` and ``_finish``.
     """
+
+    _posterior_problem = _posterior_hooks.gaussian_latent_problem  # for sample_posterior
 
     def _noise_variance_vector(self) -> np.ndarray:
         raise NotImplementedError

@@ -20,6 +20,7 @@ from latentlab._validation import (
     check_no_empty_rows,
     check_option,
 )
+from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._rows import chunked, map_row_chunks, pad_rows, padded_size
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
 from latentlab.inference.em import run_em
@@ -169,6 +170,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     >>> np.sort(gm.means_[:, 0]).round(0)
     array([-3.,  3.])
     """
+
+    _posterior_problem = _posterior_hooks.mixture_problem  # for sample_posterior
 
     def __init__(
         self,

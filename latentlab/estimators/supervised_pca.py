@@ -15,7 +15,8 @@ from latentlab._validation import (
     check_no_empty_columns,
     check_no_empty_rows,
 )
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators import _posterior_hooks
+from latentlab.estimators.base import LatentEstimator, PosteriorMixin, jax_key, to_numpy
 from latentlab.estimators.gaussian_latent import (
     VARIANCE_FLOOR,
     GaussianLatentFitMixin,
@@ -33,6 +34,7 @@ class SupervisedPCA(
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     GaussianLatentFitMixin,
+    PosteriorMixin,
     LatentEstimator,
 ):
     """Supervised PCA (latent factor regression): x and y share a K-dimensional z.
@@ -330,6 +332,8 @@ class SupervisedPCA(
                 mask=mask.astype(np.float64),
             )[2]
         return ll
+
+    _posterior_problem = _posterior_hooks.supervised_problem  # for sample_posterior
 
     def _n_parameters(self) -> int:
         return spca.n_parameters(self.n_features_in_, self.n_targets_, self.n_components_)

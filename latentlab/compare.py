@@ -1,0 +1,376 @@
+"""Model comparison by likelihood: training fit, AIC/BIC, K-fold held-out, ELPD-LOO.
+
+:func:`compare` fits every model on the same data and the same cross-validation
+folds and returns one pandas table, best model first.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+from sklearn.base import clone
+
+__all__ = ["compare"]
+
+LOO_METHODS = ("nuts", "svi", "laplace")
+COMPLETION_FRACTION = 0.5  # share of each held-out document's tokens used to fold it in
+
+
+def _is_supervised(est) -> bool:
+    """Whether ``est.fit`` needs y (scikit-learn's ``target_tags.required``)."""
+    try:
+        return bool(est.__sklearn_tags__().target_tags.required)
+    except AttributeError:
+        return False
+
+
+def _n_components(est):
+    value = getattr(est, "n_components_", None)
+    if value is None:
+        value = getattr(est, "n_components", None)
+    return value if isinstance(value, (int, np.integer)) else None
+
+
+def _auto_names(estimators) -> list[str]:
+    names: list[str] = []
+    for est in estimators:
+        K = _n_components(est)
+        base = type(est).__name__ + ("" if K is None else f"(K={K})")
+        name, i = base, 2
+        while name in names:  # same class and K twice (say, two methods): number them
+            name, i = f"{base} #{i}", i + 1
+        names.append(name)
+    return names
+
+
+def _check_models(models) -> dict:
+    if isinstance(models, Mapping):
+        named = dict(models)
+    elif isinstance(models, (list, tuple)):
+        named = dict(zip(_auto_names(models), models, strict=True))
+    else:
+        raise ValueError(
+            "models must be a dict {name: estimator} or a list of estimators, "
+            f"got {type(models).__name__}"
+        )
+    if not named:
+        raise ValueError("models is empty: give at least one estimator to compare")
+    for name, est in named.items():
+        if isinstance(est, type):
+            raise ValueError(
+                f"model {name!r} is the class {est.__name__}, not an estimator; "
+                f"pass an instance such as {est.__name__}()"
+            )
+        if not hasattr(est, "fit") or not hasattr(est, "get_params"):
+            raise ValueError(
+                f"model {name!r} ({type(est).__name__}) is not a scikit-learn style estimator "
+                "(it needs fit and get_params)"
+            )
+        if not (hasattr(est, "score_samples") or hasattr(est, "completion_log_likelihood")):
+            raise ValueError(
+                f"model {name!r} ({type(est).__name__}) has no likelihood (no score_samples); "
+                "compare accepts generative models such as PPCA, FactorAnalysis, "
+                "BayesianPCA, SupervisedPCA, GaussianMixture, PCA and PLSA"
+            )
+    return named
+
+
+def _check_data(X, y):
+    import scipy.sparse as sp
+
+    if not sp.issparse(X):  # counts for PLSA may be sparse; keep them so
+        try:
+            X = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"X must be a numeric 2-D array: {err}") from None
+        if X.ndim != 2:
+            raise ValueError(
+                f"X must be 2-D (n_samples, n_features), got an array with {X.ndim} dimension(s)"
+            )
+        if np.isinf(X).any():
+            raise ValueError("X contains infinity")
+    if y is not None:
+        y = np.asarray(y)
+        if y.ndim not in (1, 2) or y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"y must have one entry (or row) per row of X: X has {X.shape[0]} rows, "
+                f"y has shape {y.shape}"
+            )
+    return X, y
+
+
+def _folds(cv, random_state, n):
+    from sklearn.model_selection import KFold
+
+    if isinstance(cv, bool) or not isinstance(cv, (int, np.integer)):
+        if hasattr(cv, "split") and hasattr(cv, "get_n_splits"):  # a scikit-learn splitter
+            return list(cv.split(np.zeros((n, 1))))
+        raise ValueError(f"cv must be an integer >= 2 or a scikit-learn splitter, got {cv!r}")
+    if cv < 2:
+        raise ValueError(f"cv must be >= 2 folds, got {cv}")
+    if cv > n:
+        raise ValueError(f"cv={cv} folds need at least {cv} rows, but X has {n}")
+    return list(KFold(int(cv), shuffle=True, random_state=random_state).split(np.zeros((n, 1))))
+
+
+def _fit(est, X, y, supervised):
+    return est.fit(X, y) if supervised else est.fit(X)
+
+
+def _pointwise(est, X, y, supervised, random_state):
+    """Held-out log-likelihood of each row of X (or each document's completion)."""
+    if hasattr(est, "completion_log_likelihood"):
+        values = est.completion_log_likelihood(
+            X, fraction=COMPLETION_FRACTION, random_state=random_state
+        )
+    elif supervised:
+        values = est.score_samples(X, y)
+    else:
+        values = est.score_samples(X)
+    values = np.asarray(values, dtype=np.float64)
+    bad = int(np.sum(~np.isfinite(values)))
+    if bad:
+        raise ValueError(f"{bad} held-out row(s) have a non-finite log-likelihood")
+    return values
+
+
+def _criteria(est, X, y, supervised, loglik, n):
+    """(AIC, BIC) from the estimator's own methods; the textbook formulas otherwise."""
+    args = (X, y) if supervised else (X,)
+    p = est._n_parameters() if hasattr(est, "_n_parameters") else np.nan
+    aic = est.aic(*args) if hasattr(est, "aic") else -2.0 * loglik + 2.0 * p
+    bic = est.bic(*args) if hasattr(est, "bic") else -2.0 * loglik + p * math.log(n)
+    return float(aic), float(bic)
+
+
+def _loo(est, X, y, supervised, method, random_state, loo_kwargs):
+    """(elpd_loo, se, p_loo, number of rows with a high Pareto k)."""
+    from latentlab.posterior import loo as psis_loo
+
+    kwargs = {"random_state": random_state, **loo_kwargs}
+    args = (X, y) if supervised else (X,)
+    tree = est.sample_posterior(*args, method=method, **kwargs)
+    with warnings.catch_warnings():
+        # rows with a high Pareto k are counted in their own column, not warned per model
+        warnings.filterwarnings("ignore", message=".*Pareto.*", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*PSIS-LOO is unreliable.*")
+        result = psis_loo(tree)
+    pareto_k = np.asarray(result.pareto_k, dtype=np.float64)
+    n_high = int(np.sum(pareto_k > result.good_k))
+    return float(result.elpd), float(result.se), float(result.p), n_high
+
+
+def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
+    """One row of the table; failures become NaN plus a message in ``error``."""
+    supervised = _is_supervised(template)
+    n = X.shape[0]
+    row = {
+        "family": type(template).__name__,
+        "K": _n_components(template),
+        "n_params": None,
+        "loglik": np.nan,
+        "AIC": np.nan,
+        "BIC": np.nan,
+        "heldout_loglik": np.nan,
+        "heldout_se": np.nan,
+        "heldout_total": np.nan,
+    }
+    if getattr(template, "covariance_type", None) is not None:
+        row["family"] += f"[{template.covariance_type}]"  # a different model per type
+    if loo is not None:
+        row.update(elpd_loo=np.nan, elpd_loo_se=np.nan, p_loo=np.nan, n_high_pareto_k=None)
+    errors = []
+    fitted = None
+    stage = "fit on all rows"
+    try:
+        fitted = _fit(clone(template), X, y, supervised)
+        row["K"] = _n_components(fitted)
+        if hasattr(fitted, "_n_parameters"):
+            row["n_params"] = int(fitted._n_parameters())
+        args = (X, y) if supervised else (X,)
+        if hasattr(fitted, "score_samples"):
+            row["loglik"] = float(np.sum(np.asarray(fitted.score_samples(*args), np.float64)))
+        row["AIC"], row["BIC"] = _criteria(fitted, X, y, supervised, row["loglik"], n)
+    except ValueError as err:
+        errors.append(f"{stage}: {err}")
+    try:
+        fold_means, total = [], 0.0
+        for i, (train, test) in enumerate(folds):
+            stage = f"fold {i}"
+            y_train = None if y is None else y[train]
+            y_test = None if y is None else y[test]
+            est = _fit(clone(template), X[train], y_train, supervised)
+            values = _pointwise(est, X[test], y_test, supervised, random_state)
+            fold_means.append(values.mean())
+            total += values.sum()
+        fold_means = np.asarray(fold_means)
+        row["heldout_loglik"] = float(fold_means.mean())
+        row["heldout_se"] = float(fold_means.std(ddof=1) / np.sqrt(len(fold_means)))
+        row["heldout_total"] = float(total)
+    except ValueError as err:
+        errors.append(f"{stage}: {err}")
+    if loo is not None and fitted is not None:
+        try:
+            elpd, se, p_loo, n_high = _loo(fitted, X, y, supervised, loo, random_state, loo_kwargs)
+            row.update(elpd_loo=elpd, elpd_loo_se=se, p_loo=p_loo, n_high_pareto_k=n_high)
+        except ValueError as err:
+            errors.append(f"posterior ({loo}): {err}")
+    row["error"] = "; ".join(errors) if errors else None
+    if errors:
+        warnings.warn(
+            f"compare: model {name!r} failed ({row['error']}); its affected columns are NaN",
+            UserWarning,
+            stacklevel=3,
+        )
+    return row, fitted
+
+
+def compare(
+    models,
+    X,
+    y=None,
+    *,
+    cv=5,
+    random_state=0,
+    loo: str | None = None,
+    loo_kwargs: dict | None = None,
+    return_estimators: bool = False,
+):
+    """Compare latent-variable models on the same data by likelihood.
+
+    Every model is fitted to all of ``X`` (training log-likelihood, AIC, BIC) and,
+    afresh, on the training part of each of the same K folds (held-out
+    log-likelihood).  The estimators passed in are cloned, never fitted themselves.
+
+    Parameters
+    ----------
+    models : dict {name: estimator} or list of estimators
+        Unfitted estimators with a likelihood (``score_samples``), possibly the same
+        class at several ``n_components``.  A list gets names like ``"PPCA(K=3)"``.
+    X : array-like (n_samples, n_features)
+        Data; NaN marks missing entries for models that accept them.
+    y : array-like (n_samples,) or (n_samples, n_targets), optional
+        Targets, passed to models that need them (:class:`latentlab.SupervisedPCA`,
+        scored by the joint log p(x, y)); other models ignore it.
+    cv : int or scikit-learn splitter, default=5
+        Number of folds of one ``KFold(cv, shuffle=True, random_state)`` split, shared
+        by all models (or a splitter, used as given).
+    random_state : int, default=0
+        Seeds the folds, the document completion split and posterior sampling.
+    loo : {"nuts", "svi", "laplace"} or None, default=None
+        Also draw from each model's posterior, ``est.sample_posterior(X, method=loo,
+        random_state=random_state)`` on the model fitted to all of X, and report its
+        PSIS-LOO (:func:`latentlab.posterior.loo`: :func:`arviz.loo` for NUTS, the
+        approximate-posterior correction for SVI and Laplace draws).
+    loo_kwargs : dict, optional
+        Extra keyword arguments for ``sample_posterior`` (e.g. ``num_samples``).
+    return_estimators : bool, default=False
+        Also return ``{name: estimator fitted to all of X}`` (None where that fit
+        failed).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per model, indexed by name, best first.  Columns: ``family`` (class
+        name; mixtures add their covariance type), ``K``, ``n_params`` (free
+        parameters, rotation-invariant), ``loglik`` (training total), ``AIC``,
+        ``BIC``, ``heldout_loglik`` (mean over folds of the per-row mean held-out
+        log-likelihood), ``heldout_se`` (its standard error, std over folds /
+        sqrt(folds)), ``heldout_total`` (sum over every held-out row); with ``loo``
+        also ``elpd_loo``, ``elpd_loo_se``, ``p_loo`` and ``n_high_pareto_k`` (rows
+        whose Pareto k exceeds ArviZ's ``good_k``: their LOO estimate is unreliable);
+        then ``best`` (True on the first row) and ``error`` (None, or why a model
+        failed: its affected columns are NaN).  Rows are sorted by
+        ``heldout_loglik``, highest first; ``table.attrs`` records the criterion,
+        folds, seed and how each column was computed.
+    estimators : dict, only with ``return_estimators=True``
+
+    Raises
+    ------
+    ValueError
+        For empty ``models``, an estimator without a likelihood, ``cv < 2``, X not
+        2-D or with infinities, y of the wrong length, an unknown ``loo`` or, with
+        ``loo``, a model without ``sample_posterior``.  A model that fails to fit
+        (a ``ValueError`` from it, e.g. ``n_components`` too large) does not stop
+        the comparison: it gets NaN, a message in ``error`` and a warning.
+
+    Notes
+    -----
+    Models with ``completion_log_likelihood`` (pLSA) are scored on held-out
+    documents by completion: each document is folded in on half its tokens and the
+    other half is scored, since folding in on all of them would score the tokens
+    used to fit the document's topic mixture.  Supervised models score log p(x, y),
+    the others log p(x): compare those two kinds only among themselves.
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> X = np.random.default_rng(0).normal(size=(100, 5)) @ np.diag([3, 2, 1, 1, 1])
+    >>> table = latentlab.compare([latentlab.PPCA(K) for K in (1, 2, 3)], X, cv=3)
+    >>> list(table.columns[:4])
+    ['family', 'K', 'n_params', 'loglik']
+    """
+    import pandas as pd
+
+    named = _check_models(models)
+    X, y = _check_data(X, y)
+    if loo is not None:
+        if loo not in LOO_METHODS:
+            raise ValueError(f"Unknown loo={loo!r}; expected None or one of {LOO_METHODS}")
+        lacking = [name for name, est in named.items() if not hasattr(est, "sample_posterior")]
+        if lacking:
+            raise ValueError(
+                f"loo={loo!r} needs posterior draws, but model(s) {lacking} have no "
+                "sample_posterior method; drop them or leave loo=None"
+            )
+    supervised = [name for name, est in named.items() if _is_supervised(est)]
+    if supervised and y is None:
+        raise ValueError(f"model(s) {supervised} need targets: pass y")
+    if supervised and len(supervised) < len(named):
+        warnings.warn(
+            f"compare: supervised model(s) {supervised} score log p(x, y), the others "
+            "log p(x): their likelihoods are not comparable",
+            UserWarning,
+            stacklevel=2,
+        )
+    folds = _folds(cv, random_state, X.shape[0])
+    rows, fitted = {}, {}
+    for name, est in named.items():
+        rows[name], fitted[name] = _evaluate(
+            name, est, X, y, folds, random_state, loo, loo_kwargs or {}
+        )
+
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "model"
+    for column in ("K", "n_params", "n_high_pareto_k"):
+        if column in table:
+            table[column] = table[column].astype("Int64")  # integers, missing where failed
+    table = table.sort_values("heldout_loglik", ascending=False, na_position="last", kind="stable")
+    table.insert(table.columns.get_loc("error"), "best", False)
+    if np.isfinite(table["heldout_loglik"].iloc[0]):
+        table.iloc[0, table.columns.get_loc("best")] = True
+    completion = [name for name, est in named.items() if hasattr(est, "completion_log_likelihood")]
+    table.attrs.update(
+        criterion="heldout_loglik",
+        higher_is_better=True,
+        best=table.index[0] if table["best"].iloc[0] else None,
+        cv=len(folds),
+        random_state=random_state,
+        n_samples=int(X.shape[0]),
+        heldout=(
+            "mean over folds of the mean held-out log-likelihood per row, each fold "
+            "scored by a model fitted on the other folds; se = std over folds / sqrt(folds)"
+        ),
+        completion_models=completion,
+        completion=(
+            f"document completion: fold in on {COMPLETION_FRACTION:.0%} of each held-out "
+            "document's tokens, score the rest"
+            if completion
+            else None
+        ),
+        loo=loo,
+    )
+    return (table, fitted) if return_estimators else table

@@ -1,0 +1,654 @@
+"""``latentlab.PLSA``: probabilistic latent semantic analysis fitted by EM or MAP/SVI."""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import (
+    _num_samples,
+    check_is_fitted,
+    check_random_state,
+    validate_data,
+)
+
+from latentlab._validation import check_option
+from latentlab.estimators._dispatch import QUICK_COMPILE_MAX_WORK
+from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.inference.em import run_em
+from latentlab.models import plsa
+
+__all__ = ["PLSA"]
+
+METHODS = ("em", "map", "svi")
+# Fold-in (theta for fixed topics, a concave problem per document) stops when every
+# document's objective changes by less than this per token in a SQUAREM cycle (100
+# eps bounds it in float32).  Measured: within ~1e-7 nats of the maximum per document;
+# a tenfold tighter setting costs about a third more cycles.
+FOLD_IN_TOL = 1e-8
+FOLD_IN_MAX_ITER = 1000
+
+
+_QUICK = {"xla_backend_optimization_level": 0}
+_EM_STATIC = ("e_step", "m_step", "max_iter", "accelerate", "verbose")
+_FOLD_IN_STATIC = ("max_iter", "tempered")
+# Small corpora run the same programs compiled with LLVM optimisation off, which
+# compiles several times faster (see latentlab.estimators._dispatch).
+_DRIVERS = {
+    "em": (
+        run_em,
+        jax.jit(run_em.__wrapped__, static_argnames=_EM_STATIC, compiler_options=_QUICK),
+    ),
+    "fold_in": (
+        jax.jit(plsa.fold_in, static_argnames=_FOLD_IN_STATIC),
+        jax.jit(plsa.fold_in, static_argnames=_FOLD_IN_STATIC, compiler_options=_QUICK),
+    ),
+}
+
+
+def _driver(name: str, corpus: plsa.Corpus, n_components: int):
+    """The compiled EM or fold-in loop for this corpus size."""
+    full, quick = _DRIVERS[name]
+    return quick if corpus.count.shape[0] * n_components <= QUICK_COMPILE_MAX_WORK else full
+
+
+def _bucket(n: int, smallest: int) -> int:
+    """n rounded up to a power of two: corpora of similar size share one compile."""
+    return max(smallest, 1 << max(n - 1, 0).bit_length())
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _doc_sums(values, csr):
+    """Per-document sums of per-nonzero ``values`` (CSR order)."""
+    doc = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+    return np.bincount(doc, weights=values, minlength=csr.shape[0])
+
+
+def _log_coefficients(csr):
+    """log N_d! - sum_w log x_dw!, per document: the multinomial coefficient."""
+    lengths = np.asarray(csr.sum(axis=1)).ravel()
+    return gammaln(lengths + 1.0) - _doc_sums(gammaln(csr.data + 1.0), csr)
+
+
+def _corpus(csr, dtype) -> plsa.Corpus:
+    """The nonzeros of ``csr`` as a padded :class:`~latentlab.models.plsa.Corpus`."""
+    D, nnz = csr.shape[0], csr.nnz
+    n_docs, n_entries = _bucket(D, 32), _bucket(nnz, 256)
+    pad = n_entries - nnz
+    doc = np.repeat(np.arange(D, dtype=np.int32), np.diff(csr.indptr))
+    # padding entries (count 0) sit in the last row so the document index stays sorted
+    doc = np.concatenate([doc, np.full(pad, n_docs - 1, np.int32)])
+    word = np.concatenate([csr.indices.astype(np.int32), np.zeros(pad, np.int32)])
+    count = np.concatenate([csr.data, np.zeros(pad)])
+    doc_mask = np.concatenate([np.ones(D), np.zeros(n_docs - D)])
+    return plsa.Corpus(
+        jnp.asarray(doc),
+        jnp.asarray(word),
+        jnp.asarray(count, dtype),
+        jnp.asarray(doc_mask, dtype),
+        jnp.asarray(_log_coefficients(csr).sum(), dtype),
+    )
+
+
+class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
+    """Probabilistic latent semantic analysis (Hofmann 1999), declared once in
+    :func:`latentlab.models.plsa.plsa_model`.
+
+    A document's word counts are multinomial with probabilities ``theta_d Phi``:
+    ``theta_d = p(z | d)`` mixes the ``n_components`` topics ``phi_k = p(w | z = k)``.
+    EM works on the nonzero counts only (O(nnz K) per iteration, dense or
+    ``scipy.sparse`` input) and is the multiplicative update of KL-NMF.  New documents
+    are *folded in*: their ``theta`` maximises the likelihood with the topics fixed.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics K >= 1.
+    method : {"em", "map", "svi"}, default="em"
+        ``"em"``: jit-compiled EM (maximum likelihood, or MAP when a prior is given).
+        ``"map"``: gradient-based MAP (AutoDelta) on the declaration with the Dirichlet
+        priors on (flat when not given, i.e. maximum likelihood).  ``"svi"``: mean-field
+        posterior (AutoNormal); ``params_["phi"]`` is its median.  Both gradient methods
+        build the dense (n_documents, n_words) probability matrix.
+    tempering : float in (0, 1], default=1.0
+        Hofmann's tempered EM: responsibilities ``~ (theta_dk phi_kw)^beta``.  1 is plain
+        EM.  With ``beta < 1`` the fit maximises the tempered objective
+        ``(1/beta) sum x_dw log sum_k (theta_dk phi_kw)^beta`` (traced in
+        ``log_likelihoods_``), not the likelihood; fold-in uses the same ``beta``.
+    doc_topic_prior, topic_word_prior : float >= 1 or None, default=None
+        Symmetric Dirichlet concentrations of ``theta_d`` and ``phi_k``.  With either
+        given, EM maximises the log joint density ("smoothed pLSA": the M-step adds
+        ``prior - 1`` pseudo-counts, the exact MAP on the simplex); None means 1 (flat).
+        Fold-in of new documents uses the same ``doc_topic_prior``.
+    tol : float, default=1e-8
+        EM stops when the objective changes by less than this per document between two
+        (SQUAREM) iterations.  EM crawls near the optimum: 1e-6 can stop a few
+        thousandths of a nat per document short of it.
+    max_iter : int, default=1000
+        Maximum number of EM iterations (SQUAREM cycles of four EM steps when
+        ``accelerate``).
+    n_init : int, default=1
+        Number of random starts; the best objective is kept.
+    accelerate : bool, default=True
+        SQUAREM extrapolation; a jump that leaves the simplex is put back on it and the
+        EM driver keeps it only if it does not lower the objective.
+    doc_topic_init : array (n_documents, n_components), optional
+    topic_word_init : array (n_components, n_words), optional
+        Starting values (rows are normalised).  Exact zeros stay zero under EM.
+    svi_steps : int, default=3000
+        Optimisation steps for ``"map"`` and ``"svi"``.
+    learning_rate : float, default=0.05
+        Initial Adam step size for ``"map"`` and ``"svi"`` (decays 50-fold).
+    random_state : int, RandomState or None, default=None
+    dtype : {"float64", "float32"}, default="float64"
+    verbose : int, default=0
+        If > 0, print the EM objective every ``verbose`` iterations.
+    vocabulary : sequence of str (n_words,), optional
+        Names of the words (columns), for :meth:`top_words`.
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_words)
+        ``p(w | z)``; rows sum to 1.  Words that never occur get probability 0 (ML).
+    params_ : dict
+        ``theta`` (n_documents, n_components) of the training documents and ``phi``
+        (n_components, n_words), by NumPyro site name.  ``theta`` is refined by a last
+        fold-in at the final ``phi``, so ``transform(X_train)``, which folds in from a
+        uniform start, agrees with it to the fold-in tolerance.
+    doc_lengths_ : ndarray (n_documents,)
+    vocabulary_ : ndarray of str (n_words,) or None
+    log_likelihoods_ : ndarray (n_iter_,)
+        EM objective after each iteration: the log-likelihood with its multinomial
+        coefficients (ML), the log joint (with priors), or the tempered objective.  The
+        last entry is at ``params_``; for ML fits it equals ``n_documents * score(X)``
+        up to the fold-in tolerance (about 1e-7 nats per document).
+        For ``"map"``/``"svi"``: the objective of every optimisation step (log joint,
+        or ELBO), then, for ``"map"``, the log joint at ``params_``.
+    n_iter_, converged_ : int, bool
+    model_ : callable
+        The NumPyro declaration with this fit's static settings bound; ``model_(X)``.
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> rng = np.random.default_rng(0)
+    >>> topics = np.array([[0.45, 0.45, 0.05, 0.05], [0.05, 0.05, 0.45, 0.45]])
+    >>> X = np.vstack([rng.multinomial(100, t) for t in topics for _ in range(20)])
+    >>> model = latentlab.PLSA(2, random_state=0).fit(X)
+    >>> np.sort(model.components_[:, 0]).round(1)
+    array([0. , 0.5])
+    """
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        method="em",
+        tempering=1.0,
+        doc_topic_prior=None,
+        topic_word_prior=None,
+        tol=1e-8,
+        max_iter=1000,
+        n_init=1,
+        accelerate=True,
+        doc_topic_init=None,
+        topic_word_init=None,
+        svi_steps=3000,
+        learning_rate=0.05,
+        random_state=None,
+        dtype="float64",
+        verbose=0,
+        vocabulary=None,
+    ):
+        self.n_components = n_components
+        self.method = method
+        self.tempering = tempering
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.accelerate = accelerate
+        self.doc_topic_init = doc_topic_init
+        self.topic_word_init = topic_word_init
+        self.svi_steps = svi_steps
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.dtype = dtype
+        self.verbose = verbose
+        self.vocabulary = vocabulary
+
+    # -- validation ---------------------------------------------------------------------
+
+    def _counts(self, X, *, reset: bool, allow_empty: bool = False):
+        """X as a canonical CSR matrix of counts (sorted indices, no explicit zeros)."""
+        X = validate_data(
+            self,
+            X,
+            reset=reset,
+            accept_sparse=("csr", "csc", "coo"),
+            dtype=np.float64,
+            ensure_all_finite=True,
+            ensure_min_samples=1,
+        )
+        csr = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        csr.sum_duplicates()
+        bad = csr.data < 0
+        if bad.any():
+            raise ValueError(
+                f"X contains {bad.sum()} negative count(s) (e.g. {csr.data[bad][0]:g}); "
+                "PLSA models non-negative integer word counts"
+            )
+        bad = csr.data != np.round(csr.data)
+        if bad.any():
+            raise ValueError(
+                f"X contains {bad.sum()} non-integer count(s) (e.g. {csr.data[bad][0]:g}); "
+                "PLSA models integer word counts"
+            )
+        csr.eliminate_zeros()
+        csr.sort_indices()
+        empty = np.flatnonzero(np.diff(csr.indptr) == 0)
+        if empty.size and not allow_empty:
+            shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
+            raise ValueError(
+                f"X has {empty.size} empty document(s) (rows without counts): rows {shown}. "
+                "Drop them; a document needs at least one token."
+            )
+        return csr
+
+    def _check_settings(self):
+        check_option("method", self.method, METHODS)
+        _check_positive_int("n_components", self.n_components)
+        for name in ("max_iter", "n_init", "svi_steps"):
+            _check_positive_int(name, getattr(self, name))
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
+        if not 0 < self.tempering <= 1:
+            raise ValueError(f"tempering must be in (0, 1], got {self.tempering!r}")
+        if self.tempering != 1 and self.method != "em":
+            raise ValueError("tempering applies to method='em' only")
+        for name in ("doc_topic_prior", "topic_word_prior"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, (int, float, np.number)) or not (
+                np.isfinite(value) and value >= 1
+            ):
+                raise ValueError(
+                    f"{name} must be a number >= 1 (below 1 the Dirichlet density is "
+                    f"unbounded, and neither MAP nor fold-in exists), got {value!r}"
+                )
+        return int(self.n_components)
+
+    def _use_prior(self) -> bool:
+        given = self.doc_topic_prior is not None or self.topic_word_prior is not None
+        return self.method != "em" or given
+
+    def _hyper(self, dtype) -> plsa.Hyper:
+        alpha = 1.0 if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        beta = 1.0 if self.topic_word_prior is None else float(self.topic_word_prior)
+        values = (alpha, beta, float(self._use_prior()), float(self.tempering))
+        return plsa.Hyper(*(jnp.asarray(v, dtype) for v in values))
+
+    def _user_init(self, name, shape):
+        value = getattr(self, name)
+        if value is None:
+            return None
+        value = np.asarray(value, dtype=np.float64)
+        if value.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {value.shape}")
+        if not np.all(np.isfinite(value)) or np.any(value < 0):
+            raise ValueError(f"{name} must be finite and non-negative")
+        total = value.sum(axis=1, keepdims=True)
+        if np.any(total <= 0):
+            raise ValueError(f"every row of {name} needs a positive entry")
+        return value / total
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def fit(self, X, y=None):
+        """Fit to the (n_documents, n_words) count matrix X (dense or sparse); returns self."""
+        csr = self._counts(X, reset=True)
+        K = self._check_settings()
+        D, W = csr.shape
+        if self.vocabulary is not None and len(self.vocabulary) != W:
+            raise ValueError(f"vocabulary has {len(self.vocabulary)} words but X has {W} columns")
+        unseen = np.flatnonzero(np.diff(csr.tocsc().indptr) == 0)
+        if unseen.size:
+            shown = ", ".join(map(str, unseen[:10])) + (" ..." if unseen.size > 10 else "")
+            warnings.warn(
+                f"{unseen.size} word(s) never occur in X (columns {shown}); they get "
+                "probability 0 in every topic (only prior mass with topic_word_prior > 1)",
+                UserWarning,
+                stacklevel=2,
+            )
+        theta0 = self._user_init("doc_topic_init", (D, K))
+        phi0 = self._user_init("topic_word_init", (K, W))
+        with self._precision():
+            dtype = jnp.asarray(1.0).dtype
+            corpus = _corpus(csr, dtype)
+            hyper = self._hyper(dtype)
+            starts = self._starts(corpus.doc_mask.shape[0], D, W, K, theta0, phi0, dtype)
+            if self.method == "em":
+                theta, phi, trace, n_iter, converged = self._fit_em(corpus, hyper, starts, D)
+            else:
+                theta, phi, trace, n_iter, converged = self._fit_svi(csr, K, starts, D)
+            # A last fold-in from the fitted theta makes each theta_d the exact maximiser
+            # for the final topics (as transform computes it) and only raises the objective.
+            theta, _, objective, _ = self._fold_in(corpus, phi, hyper, theta)
+            phi = to_numpy(phi)
+        trace = np.array(trace, dtype=np.float64)
+        if self.method != "svi":  # the last entry is at the returned parameters
+            trace[-1] = objective
+        self.params_ = {"theta": theta[:D], "phi": phi}
+        bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
+        if bad or not np.isfinite(objective):
+            raise ValueError(f"PLSA fit produced non-finite values for {bad or 'the objective'}")
+        self.n_components_ = K
+        self.doc_lengths_ = np.asarray(csr.sum(axis=1), dtype=np.float64).ravel()
+        self.vocabulary_ = (
+            None if self.vocabulary is None else np.asarray(list(self.vocabulary), dtype=object)
+        )
+        self.log_likelihoods_ = trace
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        if not self.converged_:
+            warnings.warn(
+                f"PLSA EM did not converge within max_iter={self.max_iter} iterations "
+                f"(tol={self.tol}); increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _starts(self, n_docs_padded, D, W, K, theta0, phi0, dtype) -> plsa.Params:
+        """``n_init`` starts stacked on a leading axis; user values replace random ones."""
+        rng = check_random_state(self.random_state)
+        draws = [plsa.init_params(rng, n_docs_padded, W, K) for _ in range(self.n_init)]
+        theta = np.stack([d.theta for d in draws])
+        phi = np.stack([d.phi for d in draws])
+        if theta0 is not None:
+            theta[:, :D] = theta0
+        if phi0 is not None:
+            phi[:] = phi0
+        return plsa.Params(jnp.asarray(theta, dtype), jnp.asarray(phi, dtype))
+
+    def _fit_em(self, corpus, hyper, starts, D):
+        e_step, m_step, _, _ = plsa.step_functions(self.tempering != 1)
+        dtype = corpus.count.dtype
+        result = _driver("em", corpus, starts.phi.shape[1])(
+            e_step,
+            m_step,
+            starts,
+            corpus,
+            hyper,
+            jnp.asarray(D, dtype),
+            jnp.asarray(self.tol, dtype),
+            max_iter=int(self.max_iter),
+            accelerate=bool(self.accelerate),
+            verbose=int(self.verbose),
+        )
+        n_iter = int(result.n_iter)
+        trace = to_numpy(result.trace)[:n_iter]  # a NumPy slice: no compile per length
+        return result.params.theta, result.params.phi, trace, n_iter, bool(result.converged)
+
+    def _fit_svi(self, csr, K, starts, D):
+        from numpyro.infer.util import log_density
+
+        from latentlab.inference.svi import fit_svi
+
+        alpha, beta = (
+            1.0 if v is None else float(v) for v in (self.doc_topic_prior, self.topic_word_prior)
+        )
+        model = partial(
+            plsa.plsa_model,
+            n_components=K,
+            doc_topic_prior=alpha,
+            topic_word_prior=beta,
+            use_prior=True,
+        )
+        X = jnp.asarray(csr.toarray())
+        best = None
+        seeds = check_random_state(self.random_state).randint(0, 2**30, size=self.n_init)
+        for i in range(self.n_init):
+            start = {"theta": starts.theta[i, :D], "phi": starts.phi[i]}
+            fit = fit_svi(
+                model,
+                X,
+                guide="delta" if self.method == "map" else "normal",
+                num_steps=int(self.svi_steps),
+                learning_rate=self.learning_rate,
+                init_values=start,
+                seed=int(seeds[i]),
+            )
+            objective = float(log_density(model, (X,), {}, fit.params)[0])
+            if best is None or objective > best[0]:
+                best = (objective, fit)
+        fit = best[1]
+        trace = fit.objective_trace
+        if self.method == "map":  # room for the log joint at the returned parameters
+            trace = np.append(trace, np.nan)
+        theta = jnp.concatenate([fit.params["theta"], starts.theta[0, D:]])
+        return theta, fit.params["phi"], trace, len(trace), True
+
+    def _fold_in(self, corpus, phi, hyper, theta=None):
+        """Fold-in from ``theta`` (n_docs_padded, K), uniform by default: returns theta,
+        the per-document sum x log p (no coefficient), the fit objective at (theta, phi)
+        and whether fold-in converged; NumPy outputs."""
+        dtype = corpus.count.dtype
+        K = phi.shape[0]
+        if theta is None:
+            theta = jnp.full((corpus.doc_mask.shape[0], K), 1.0 / K, dtype)
+        tol = max(FOLD_IN_TOL, 100 * float(jnp.finfo(dtype).eps))
+        theta, stats, objective, _, converged = _driver("fold_in", corpus, K)(
+            jnp.asarray(theta, dtype),
+            corpus,
+            plsa.fold_in_hyper(jnp.asarray(phi, dtype), corpus, hyper),
+            jnp.asarray(tol, dtype),
+            max_iter=FOLD_IN_MAX_ITER,
+            tempered=self.tempering != 1,
+        )
+        return to_numpy(theta), to_numpy(stats.doc_loglik), float(objective), bool(converged)
+
+    # -- fitted quantities --------------------------------------------------------------
+
+    def _fold_in_new(self, csr):
+        """Fold in the documents of ``csr``: (theta (n, K), sum x log p per document).
+
+        Words the topics give probability 0 (absent from the training corpus) carry no
+        information about theta; they are left out of fold-in and make their
+        documents' log-likelihood -inf.
+        """
+        phi = self.params_["phi"]
+        impossible_words = phi.sum(axis=0) <= 0
+        hit = impossible_words[csr.indices]
+        impossible_docs = _doc_sums(hit.astype(float), csr) > 0
+        if hit.any():
+            csr = csr.copy()
+            csr.data[hit] = 0.0
+            csr.eliminate_zeros()
+        with self._precision():
+            dtype = jnp.asarray(1.0).dtype
+            corpus = _corpus(csr, dtype)
+            theta, doc_loglik, _, converged = self._fold_in(corpus, phi, self._hyper(dtype))
+        if not converged:
+            warnings.warn("PLSA fold-in did not converge", ConvergenceWarning, stacklevel=3)
+        n = csr.shape[0]
+        doc_loglik = np.where(impossible_docs, -np.inf, doc_loglik[:n])
+        if impossible_docs.any():
+            warnings.warn(
+                f"{impossible_docs.sum()} document(s) contain words with probability 0 under "
+                "the fitted topics (absent from the training corpus); their log-likelihood "
+                "is -inf.  Fit with topic_word_prior > 1 to smooth the topics.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return theta[:n], doc_loglik
+
+    def transform(self, X) -> np.ndarray:
+        """``p(z | d)`` of each document, folded in with the topics fixed;
+        shape (n_documents, n_components)."""
+        check_is_fitted(self)
+        return self._fold_in_new(self._counts(X, reset=False))[0]
+
+    def fit_transform(self, X, y=None) -> np.ndarray:
+        """Fit, then return ``params_["theta"]`` (``transform(X)`` to fold-in tolerance)."""
+        return self.fit(X).params_["theta"].copy()
+
+    def score_samples(self, X) -> np.ndarray:
+        """log p(x_d) of each document with theta_d folded in, multinomial coefficient
+        included (as NumPyro's ``Multinomial``); shape (n_documents,)."""
+        check_is_fitted(self)
+        csr = self._counts(X, reset=False)
+        return self._fold_in_new(csr)[1] + _log_coefficients(csr)
+
+    def perplexity(self, X) -> float:
+        """``exp(-sum_dw x_dw log p(w | d) / sum_dw x_dw)``, theta folded in; no
+        multinomial coefficient (lower is better).  Folding in on the words scored is
+        optimistic: see :meth:`completion_perplexity`."""
+        check_is_fitted(self)
+        csr = self._counts(X, reset=False)
+        return float(np.exp(-self._fold_in_new(csr)[1].sum() / csr.sum()))
+
+    def _completion(self, X, fraction, random_state):
+        check_is_fitted(self)
+        if not 0 < fraction < 1:
+            raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+        csr = self._counts(X, reset=False)
+        held = check_random_state(random_state).binomial(csr.data.astype(np.int64), fraction)
+        scored = csr.copy()
+        scored.data = held.astype(np.float64)
+        observed = csr.copy()
+        observed.data = csr.data - scored.data
+        observed.eliminate_zeros()
+        theta, _ = self._fold_in_new(observed)
+        scored.eliminate_zeros()
+        doc = np.repeat(np.arange(csr.shape[0]), np.diff(scored.indptr))
+        probability = np.einsum("ik,ik->i", theta[doc], self.params_["phi"].T[scored.indices])
+        if np.any(probability <= 0):
+            warnings.warn(
+                "some held-out tokens are words with probability 0 under the fitted topics; "
+                "their documents score -inf.  Fit with topic_word_prior > 1 to smooth.",
+                UserWarning,
+                stacklevel=3,
+            )
+        with np.errstate(divide="ignore"):
+            loglik = _doc_sums(scored.data * np.log(probability), scored)
+        return loglik, _log_coefficients(scored), np.asarray(scored.sum(axis=1)).ravel()
+
+    def completion_log_likelihood(self, X, *, fraction=0.5, random_state=None) -> np.ndarray:
+        """Held-out log-likelihood by document completion; shape (n_documents,).
+
+        Each token of each document is held out with probability ``fraction``
+        (binomial thinning of the counts); theta is folded in on the other tokens and
+        the held-out counts are scored, multinomial coefficient of that part included.
+        Folding in on the very words scored would be optimistic.  A document left with
+        no tokens to fold in on gets uniform topic proportions; one with none held out
+        scores 0.
+        """
+        loglik, coefficient, _ = self._completion(X, fraction, random_state)
+        return loglik + coefficient
+
+    def completion_perplexity(self, X, *, fraction=0.5, random_state=None) -> float:
+        """Perplexity of the held-out tokens of :meth:`completion_log_likelihood`."""
+        loglik, _, tokens = self._completion(X, fraction, random_state)
+        return float(np.exp(-loglik.sum() / tokens.sum()))
+
+    def _n_parameters(self, n_documents: int | None = None) -> int:
+        """K(W - 1) + D(K - 1): grows with the number of documents D."""
+        check_is_fitted(self)
+        D = len(self.doc_lengths_) if n_documents is None else n_documents
+        return plsa.n_parameters(D, self.n_features_in_, self.n_components_)
+
+    def bic(self, X) -> float:
+        """``-2 log L + p log D`` with p = K(W - 1) + D(K - 1) for the D documents of X.
+
+        pLSA has one topic mixture per document, so p grows with the corpus and BIC
+        penalises a corpus's document count, not only its number of topics.
+        """
+        D = _num_samples(X)
+        return float(-2.0 * self.score(X) * D + self._n_parameters(D) * np.log(D))
+
+    def aic(self, X) -> float:
+        """``-2 log L + 2 p`` with p = K(W - 1) + D(K - 1) (grows with the corpus)."""
+        D = _num_samples(X)
+        return float(-2.0 * self.score(X) * D + 2 * self._n_parameters(D))
+
+    def top_words(self, n: int = 10) -> np.ndarray:
+        """The ``n`` most probable words of each topic, shape (n_components, n): words
+        from the vocabulary if one was given, word (column) indices otherwise."""
+        check_is_fitted(self)
+        _check_positive_int("n", n)
+        order = np.argsort(-self.params_["phi"], axis=1, kind="stable")[:, :n]
+        return order if self.vocabulary_ is None else self.vocabulary_[order]
+
+    @property
+    def components_(self):
+        """``p(w | z)``, shape (n_components, n_words); rows sum to 1."""
+        check_is_fitted(self)
+        return self.params_["phi"].copy()
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    @property
+    def model_(self):
+        """The NumPyro declaration with this fit's static settings bound."""
+        check_is_fitted(self)
+        alpha, beta = (
+            1.0 if v is None else float(v) for v in (self.doc_topic_prior, self.topic_word_prior)
+        )
+        return partial(
+            plsa.plsa_model,
+            n_components=self.n_components_,
+            doc_topic_prior=alpha,
+            topic_word_prior=beta,
+            use_prior=self._use_prior(),
+        )
+
+    def sample(self, n_samples: int | None = None, random_state=None):
+        """Draw documents through the declaration: ``(X, topic_counts)``.
+
+        Row i replicates training document ``i % n_documents`` (its theta and length);
+        the default draws one replicate of the training corpus.  Returns integer arrays
+        of shape (n_samples, n_words) and (n_samples, n_components).
+        """
+        from numpyro import handlers
+
+        check_is_fitted(self)
+        D = len(self.doc_lengths_)
+        n = D if n_samples is None else n_samples
+        _check_positive_int("n_samples", n)
+        rows = np.arange(n) % D
+        with self._precision():
+            params = {
+                "theta": jnp.asarray(self.params_["theta"][rows]),
+                "phi": jnp.asarray(self.params_["phi"]),
+            }
+            model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
+            trace = handlers.trace(model).get_trace(
+                doc_lengths=jnp.asarray(self.doc_lengths_[rows].astype(np.int64)),
+                n_words=self.n_features_in_,
+                explicit_latent=True,
+            )
+            X = np.asarray(trace["x"]["value"], dtype=np.int64)
+            z = np.asarray(trace["z"]["value"], dtype=np.int64)
+        return X, z
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags

@@ -1,0 +1,405 @@
+"""Probabilistic latent semantic analysis (Hofmann 1999), declared once.
+
+Generative story for a corpus of D documents over W words, document d with N_d tokens::
+
+    theta_d ~ Dirichlet(alpha)               p(z | d), (K,)     (prior used for MAP/SVI only)
+    phi_k   ~ Dirichlet(beta)                p(w | z), (W,)
+    x_d | theta_d, Phi ~ Multinomial(N_d, theta_d Phi)
+
+The NumPyro function below is the single declaration.  Its observed site is the
+multinomial with the topic marginal ``theta_d Phi`` (the token-level topic summed out),
+so its log-likelihood, multinomial coefficient included, *is* the EM objective.
+``explicit_latent=True`` draws each document's topic counts ``z_d ~ Multinomial(N_d,
+theta_d)`` and then its words topic by topic (the same distribution of ``x``), for
+sampling.  Priors are switched with ``handlers.mask``: off for maximum likelihood, on
+for MAP ("smoothed pLSA") and SVI.
+
+EM (Hofmann 1999) never forms the D x W x K responsibilities.  With
+``r_dw = x_dw / (theta Phi)_dw`` evaluated only at the nonzero counts, the expected
+topic counts are
+
+    n_dk = theta_dk (r Phi^T)_dk,        n_kw = Phi_kw (theta^T r)_kw,
+
+the multiplicative update of KL-NMF (Lee & Seung 2001; Gaussier & Goutte 2005), and
+the M-step normalises ``n + (prior - 1)``.  With Dirichlet concentrations >= 1 the
+pseudo-counts ``c = n + prior - 1`` are non-negative, and ``c / sum(c)`` is the exact
+maximiser of ``sum_k c_k log theta_k`` on the simplex (Gibbs' inequality): EM then climbs
+the log joint (Dempster, Laird & Rubin 1977).  Below 1 the Dirichlet density is
+unbounded at the boundary and no MAP exists.
+
+Tempered EM (Hofmann 1999) raises the responsibilities to a power
+``beta`` (``tempering``), ``q_dwk ~ (theta_dk Phi_kw)^beta``.  It is coordinate ascent
+on ``(1/beta) sum_dw x_dw log sum_k (theta_dk Phi_kw)^beta`` (+ log prior), which the
+E-step reports as its objective; ``beta = 1`` is plain EM on the log-likelihood.
+
+Every array is indexed by the nonzero entries of the count matrix (``Corpus``: document
+index, word index, count), so an iteration costs O(nnz K) for dense and sparse input.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from jax.scipy.special import gammaln, xlogy
+from numpyro import handlers
+
+__all__ = [
+    "Params",
+    "DocTopics",
+    "Hyper",
+    "Corpus",
+    "TopicStats",
+    "FoldInStats",
+    "plsa_model",
+    "model",
+    "init_params",
+    "e_step",
+    "m_step",
+    "FoldInHyper",
+    "fold_in_hyper",
+    "fold_in_e_step",
+    "fold_in_m_step",
+    "fold_in",
+    "step_functions",
+    "n_parameters",
+]
+
+
+class Params(NamedTuple):
+    theta: jax.Array  # (D, K) p(z | d), rows on the simplex
+    phi: jax.Array  # (K, W) p(w | z), rows on the simplex
+
+
+class DocTopics(NamedTuple):
+    """What fold-in fits: the document-topic proportions alone, ``phi`` held fixed."""
+
+    theta: jax.Array  # (D, K)
+
+
+class Hyper(NamedTuple):
+    doc_topic_prior: jax.Array  # () Dirichlet concentration alpha of every theta_d
+    topic_word_prior: jax.Array  # () Dirichlet concentration of every phi_k
+    prior_weight: jax.Array  # () 1: objective is the log joint (MAP), 0: log-likelihood
+    tempering: jax.Array  # () beta in (0, 1]; read only by the tempered step functions
+
+
+class Corpus(NamedTuple):
+    """The count matrix by its nonzeros, padded with zero counts to a bucket size."""
+
+    doc: jax.Array  # (nnz,) int document index, sorted ascending
+    word: jax.Array  # (nnz,) int word index
+    count: jax.Array  # (nnz,) float counts (0 for padding)
+    doc_mask: jax.Array  # (D,) 1 for a real document, 0 for a padding row
+    log_coefficient: jax.Array  # () sum_d log N_d! - sum_dw log x_dw!
+
+
+class TopicStats(NamedTuple):
+    doc_counts: jax.Array  # (D, K) n_dk = sum_w x_dw q_dwk (local to each document)
+    word_counts: jax.Array  # (K, W) n_kw = sum_d x_dw q_dwk (a sum over documents)
+
+
+class FoldInStats(NamedTuple):
+    doc_counts: jax.Array  # (D, K)
+    doc_loglik: jax.Array  # (D,) sum_w x_dw log (theta_d Phi)_w, untempered, no coefficient
+    doc_objective: jax.Array  # (D,) each document's part of the objective that theta_d moves
+
+
+# ----------------------------------------------------------------------------- declaration
+
+
+def plsa_model(
+    X=None,
+    *,
+    n_components: int,
+    n_words: int | None = None,
+    doc_lengths=None,
+    doc_topic_prior: float = 1.0,
+    topic_word_prior: float = 1.0,
+    use_prior: bool = False,
+    explicit_latent: bool = False,
+):
+    """pLSA with ``n_components`` topics.  ``X`` is the (D, W) count matrix.
+
+    Without ``X``, pass ``doc_lengths`` (D,) integer token counts and ``n_words``.
+    Priors (active only with ``use_prior=True``): ``theta_d ~ Dirichlet(doc_topic_prior)``
+    and ``phi_k ~ Dirichlet(topic_word_prior)``, symmetric.
+    """
+    if X is not None:
+        X = jnp.asarray(X)
+        doc_lengths = jnp.sum(X, axis=-1)
+        n_words = X.shape[-1]
+    elif doc_lengths is None or n_words is None:
+        raise ValueError("plsa_model needs X, or doc_lengths and n_words to sample documents")
+    doc_lengths = jnp.asarray(doc_lengths)
+    K, W, D = n_components, n_words, doc_lengths.shape[0]
+    with handlers.mask(mask=use_prior):
+        with numpyro.plate("topics", K):
+            phi = numpyro.sample("phi", dist.Dirichlet(jnp.full((W,), topic_word_prior)))
+        with numpyro.plate("documents", D):
+            theta = numpyro.sample("theta", dist.Dirichlet(jnp.full((K,), doc_topic_prior)))
+
+    if explicit_latent:
+        if X is not None:
+            raise ValueError("explicit_latent=True draws documents; it cannot condition on X")
+        with numpyro.plate("documents", D):
+            z = numpyro.sample("z", dist.Multinomial(doc_lengths, probs=theta))  # tokens per topic
+            by_topic = numpyro.sample(
+                "x_by_topic", dist.Multinomial(z, probs=phi).to_event(1)
+            )  # (D, K, W)
+        numpyro.deterministic("x", jnp.sum(by_topic, axis=-2))
+        return
+    with numpyro.plate("documents", D):
+        numpyro.sample("x", dist.Multinomial(doc_lengths, probs=theta @ phi), obs=X)
+
+
+model = plsa_model  # the name every model module exports for its declaration
+
+
+def n_parameters(n_documents: int, n_words: int, n_components: int) -> int:
+    """Free parameters: K(W - 1) for the topics plus D(K - 1) for the documents' mixtures.
+
+    The second term grows with the corpus: pLSA has one mixture per training document.
+    """
+    return n_components * (n_words - 1) + n_documents * (n_components - 1)
+
+
+def init_params(rng, n_documents: int, n_words: int, n_components: int) -> Params:
+    """Random start: every theta_d and phi_k drawn from a flat Dirichlet (NumPy arrays).
+
+    ``rng`` is a NumPy ``RandomState`` or ``Generator``.  Drawn on the host as normalised
+    exponentials (the flat Dirichlet exactly): a jitted JAX sampler costs seconds of
+    compilation for a few microseconds of work.
+    """
+    theta = rng.standard_exponential((n_documents, n_components))
+    phi = rng.standard_exponential((n_components, n_words))
+    return Params(theta / theta.sum(axis=1, keepdims=True), phi / phi.sum(axis=1, keepdims=True))
+
+
+# ----------------------------------------------------------------------------- E-step
+
+# SQUAREM extrapolates in probability space and can step off the simplex.  A coordinate
+# pushed below zero restarts at this fraction of the uniform value: small enough to
+# keep most of the jump, large enough for EM's multiplicative updates to grow it back
+# within a few iterations when it belongs (an exact zero could never move again).  The
+# EM driver keeps the jump only if it does not lower the objective.
+_FLOOR = 1e-3
+
+
+def _onto_simplex(p):
+    """Rows with a negative entry (after an extrapolation step) back onto the simplex."""
+    outside = jnp.any(p < 0, axis=-1, keepdims=True)
+    lifted = jnp.where(p < 0, _FLOOR / p.shape[-1], p)
+    return jnp.where(outside, lifted / jnp.sum(lifted, axis=-1, keepdims=True), p)
+
+
+def _log_dirichlet_rows(p, concentration):
+    """log Dirichlet(p_row | concentration) of every row, symmetric; 0 log 0 = 0."""
+    n = p.shape[-1]
+    norm = gammaln(n * concentration) - n * gammaln(concentration)
+    return norm + jnp.sum(xlogy(concentration - 1.0, p), axis=-1)
+
+
+def _log_dirichlet(p, concentration, row_mask):
+    """sum_rows row_mask * log Dirichlet(p_row | concentration)."""
+    return jnp.sum(jnp.where(row_mask > 0, _log_dirichlet_rows(p, concentration), 0.0))
+
+
+def _token_terms(theta, phi_entries, corpus: Corpus, tempering, tempered: bool):
+    """Per nonzero entry i = (d, w): the expected topic counts x_dw q_dwk (nnz, K), the
+    objective terms, and log (theta_d Phi)_w (untempered).  ``phi_entries`` is
+    ``(Phi^T)[corpus.word]``, (nnz, K).
+
+    ``x / (theta Phi)`` is the KL-NMF ratio; it is taken only where a count is observed
+    (padding entries, count 0, contribute nothing, whatever their probability).
+    """
+    # theta_dk phi_kw at the nonzeros.  The barriers keep XLA from fusing the gathers
+    # into every consumer (the sums and both scatters), which recomputes them: 3x slower.
+    theta_entries = theta.at[corpus.doc].get(mode="promise_in_bounds", indices_are_sorted=True)
+    joint = jax.lax.optimization_barrier(theta_entries * phi_entries)
+    probability = jnp.sum(joint, axis=1)
+    if tempered:  # a static switch: a lax.cond here costs plain EM 3x (no fusion)
+        joint = joint**tempering
+    total = jnp.sum(joint, axis=1) if tempered else probability
+    observed = corpus.count > 0
+    possible = observed & (total > 0)
+    ratio = jnp.where(possible, corpus.count / jnp.where(possible, total, 1.0), 0.0)
+    expected = jax.lax.optimization_barrier(joint * ratio[:, None])
+    # count * log(total) / tempering; -inf where a count has probability 0, 0 for padding
+    log_total = jnp.where(observed, corpus.count * jnp.log(jnp.where(observed, total, 1.0)), 0.0)
+    log_probability = jnp.where(observed, jnp.log(jnp.where(observed, probability, 1.0)), 0.0)
+    if tempered:
+        log_total = log_total / tempering
+    return expected, log_total, log_probability
+
+
+def _doc_sum(values, corpus: Corpus, n_docs: int):
+    """Sums of per-entry values by document (the entries are sorted by document)."""
+    return jax.ops.segment_sum(
+        values, corpus.doc, n_docs, indices_are_sorted=True, mode="promise_in_bounds"
+    )
+
+
+def _objective(theta, phi, corpus: Corpus, hyper: Hyper, log_total):
+    """log-likelihood (tempered: its tempered form) plus, for MAP, the log priors."""
+    data_term = corpus.log_coefficient + jnp.sum(log_total)
+    log_prior = _log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask)
+    log_prior += _log_dirichlet(phi, hyper.topic_word_prior, jnp.ones(phi.shape[0], phi.dtype))
+    return data_term + jnp.where(hyper.prior_weight > 0, log_prior, 0.0)
+
+
+def e_step(params: Params, corpus: Corpus, hyper: Hyper, *, tempered: bool = False):
+    """Expected topic counts (Hofmann's E-step, summed over the nonzeros) and the objective."""
+    theta, phi = _onto_simplex(params.theta), _onto_simplex(params.phi)
+    phi_entries = phi.T.at[corpus.word].get(mode="promise_in_bounds")
+    expected, log_total, _ = _token_terms(theta, phi_entries, corpus, hyper.tempering, tempered)
+    n_docs, n_words = theta.shape[0], phi.shape[1]
+    doc_counts = _doc_sum(expected, corpus, n_docs)
+    word_counts = jax.ops.segment_sum(expected, corpus.word, n_words, mode="promise_in_bounds").T
+    stats = TopicStats(doc_counts, word_counts)
+    return stats, _objective(theta, phi, corpus, hyper, log_total)
+
+
+# ----------------------------------------------------------------------------- M-step
+
+
+def _normalise_rows(counts, fallback):
+    """Rows divided by their sums; a row with nothing in it takes ``fallback``."""
+    total = jnp.sum(counts, axis=-1, keepdims=True)
+    return jnp.where(total > 0, counts / jnp.where(total > 0, total, 1.0), fallback)
+
+
+def m_step(stats: TopicStats, params: Params, hyper: Hyper) -> Params:
+    """Hofmann's M-step with the Dirichlet pseudo-counts of the MAP M-step.
+
+    A topic that no token uses keeps its old word distribution; a document without
+    tokens (padding) gets uniform topic proportions.
+    """
+    K = stats.doc_counts.shape[1]
+    theta = _normalise_rows(stats.doc_counts + (hyper.doc_topic_prior - 1.0), 1.0 / K)
+    phi = _normalise_rows(
+        stats.word_counts + (hyper.topic_word_prior - 1.0), _onto_simplex(params.phi)
+    )
+    return Params(theta, phi)
+
+
+# ----------------------------------------------------------------------------- fold-in
+
+
+class FoldInHyper(NamedTuple):
+    """What fold-in holds fixed: the topics, read at the corpus's nonzeros once."""
+
+    phi_entries: jax.Array  # (nnz, K) phi_kw at every entry's word: (phi^T)[corpus.word]
+    phi_log_prior: jax.Array  # () log p(phi), a constant of the MAP objective
+    hyper: Hyper
+
+
+def fold_in_hyper(phi, corpus: Corpus, hyper: Hyper) -> FoldInHyper:
+    """Fold-in's fixed part for ``corpus``: the topics at its entries and their log prior."""
+    phi_log_prior = _log_dirichlet(phi, hyper.topic_word_prior, jnp.ones(phi.shape[0], phi.dtype))
+    return FoldInHyper(phi.T[corpus.word], phi_log_prior, hyper)
+
+
+def fold_in_e_step(
+    params: DocTopics, corpus: Corpus, fixed: FoldInHyper, *, tempered: bool = False
+):
+    """E-step for theta alone (Hofmann's folding-in): the topics stay fixed.
+
+    Its objective is the full fit objective at (theta, phi), so the fold-in of the
+    training corpus reports the fit's objective.
+    """
+    theta = _onto_simplex(params.theta)
+    expected, log_total, log_probability = _token_terms(
+        theta, fixed.phi_entries, corpus, fixed.hyper.tempering, tempered
+    )
+    n_docs = theta.shape[0]
+    doc_counts = _doc_sum(expected, corpus, n_docs)
+    doc_loglik = _doc_sum(corpus.count * log_probability, corpus, n_docs)
+    use_prior = fixed.hyper.prior_weight > 0
+    doc_prior = _log_dirichlet_rows(theta, fixed.hyper.doc_topic_prior) * corpus.doc_mask
+    doc_objective = _doc_sum(log_total, corpus, n_docs) + jnp.where(use_prior, doc_prior, 0.0)
+    objective = corpus.log_coefficient + jnp.sum(doc_objective)
+    objective += jnp.where(use_prior, fixed.phi_log_prior, 0.0)
+    return FoldInStats(doc_counts, doc_loglik, doc_objective), objective
+
+
+def fold_in_m_step(stats: FoldInStats, params: DocTopics, fixed: FoldInHyper) -> DocTopics:
+    K = stats.doc_counts.shape[1]
+    prior = fixed.hyper.doc_topic_prior - 1.0
+    return DocTopics(_normalise_rows(stats.doc_counts + prior, 1.0 / K))
+
+
+def fold_in(
+    theta,
+    corpus: Corpus,
+    fixed: FoldInHyper,
+    tol,
+    *,
+    max_iter: int,
+    tempered: bool = False,
+):
+    """Fold in every document of ``corpus``: theta maximising the objective, topics fixed.
+
+    Each document is its own concave problem, so SQUAREM (Varadhan & Roland 2008, S3)
+    runs per document: its own step length, its own monotone fallback (a jump is kept
+    only if its objective is at least that after one plain EM step), its own stop rule
+    (objective change per cycle <= ``tol`` per token).  One global step length, as the
+    EM driver uses for the coupled fit, would be set by the slowest document.
+
+    Returns ``(theta, stats, objective, n_iter, converged)``: statistics and objective
+    at the returned theta.
+    """
+    e_step, m_step = partial(fold_in_e_step, tempered=tempered), fold_in_m_step
+    tokens = _doc_sum(corpus.count, corpus, theta.shape[0])
+    threshold = tol * jnp.maximum(tokens, 1.0)
+
+    def em(t):
+        stats, _ = e_step(DocTopics(t), corpus, fixed)
+        return m_step(stats, DocTopics(t), fixed).theta, stats.doc_objective
+
+    def cycle(state):
+        t0, previous, i, _ = state
+        t1, f0 = em(t0)
+        t2, f1 = em(t1)
+        r, v = t1 - t0, t2 - 2.0 * t1 + t0
+        r2, v2 = jnp.sum(r**2, axis=1), jnp.sum(v**2, axis=1)
+        alpha = jnp.minimum(-jnp.sqrt(r2 / jnp.where(v2 > 0, v2, 1.0)), -1.0)
+        alpha = jnp.where(v2 > 0, alpha, -1.0)[:, None]
+        jump = t0 - 2.0 * alpha * r + alpha**2 * v
+        t3, _ = em(jump)
+        t4, f3 = em(t3)
+        accept = jnp.isfinite(f3) & (f3 >= f1) & jnp.all(jnp.isfinite(t4), axis=1)
+        t_next = jnp.where(accept[:, None], t4, t2)
+        done = jnp.all(jnp.abs(f0 - previous) <= threshold)
+        t_next = jnp.where(done, t0, t_next)
+        return t_next, f0, i + 1, done
+
+    def keep_going(state):
+        return ~state[3] & (state[2] < max_iter)
+
+    inf = jnp.full(tokens.shape, jnp.inf, theta.dtype)
+    state = (theta, inf, 0, jnp.asarray(False))
+    theta, _, n_iter, converged = jax.lax.while_loop(keep_going, cycle, state)
+    stats, objective = e_step(DocTopics(theta), corpus, fixed)
+    return theta, stats, objective, n_iter, converged
+
+
+_STEPS = {
+    tempered: (
+        partial(e_step, tempered=tempered),
+        m_step,
+        partial(fold_in_e_step, tempered=tempered),
+        fold_in_m_step,
+    )
+    for tempered in (False, True)
+}
+
+
+def step_functions(tempered: bool):
+    """``(e_step, m_step, fold_in_e_step, fold_in_m_step)`` for plain or tempered EM; the
+    same objects every call, so the jit'd EM driver compiles once per shape."""
+    return _STEPS[bool(tempered)]

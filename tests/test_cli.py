@@ -1,0 +1,148 @@
+"""The ``latentlab impute`` and ``latentlab compare`` commands, end to end on CSV files.
+
+Calls ``main([...])`` in-process (fast: compiled programs are shared with the other
+tests through the same shapes, d = 6, n = 240) and runs the installed script once.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from oracles import hide_at_random, planted_low_rank
+
+from latentlab import Imputer
+from latentlab.cli import main, parse_ks, simple_compare
+
+N, D = 240, 6
+COLUMNS = list("abcdef")
+
+
+@pytest.fixture(scope="module")
+def frame():
+    X, _, _ = planted_low_rank(n=N, d=D, rank=2, noise=0.7, seed=1)
+    X_missing, _ = hide_at_random(X, 0.2, seed=2)
+    return pd.DataFrame(X_missing, columns=COLUMNS)
+
+
+@pytest.fixture()
+def csv_file(frame, tmp_path):
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_impute_writes_the_inputs_columns_filled(frame, csv_file, tmp_path, capsys):
+    out, std = tmp_path / "filled.csv", tmp_path / "std.csv"
+    argv = ["impute", str(csv_file), "-o", str(out), "--model", "ppca", "-k", "2"]
+    assert main([*argv, "--std", str(std)]) == 0
+    filled = pd.read_csv(out)
+    assert list(filled.columns) == COLUMNS and filled.shape == frame.shape
+    observed = frame.notna().to_numpy()
+    np.testing.assert_array_equal(filled.to_numpy()[observed], frame.to_numpy()[observed])
+    assert not filled.isna().to_numpy().any()
+    # the file holds exactly what the Python API gives with the same seed
+    expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(frame)
+    np.testing.assert_array_equal(filled.to_numpy(), expected.to_numpy())
+    sd = pd.read_csv(std).to_numpy()
+    assert list(pd.read_csv(std).columns) == COLUMNS
+    assert np.all(sd[observed] == 0) and np.all(sd[~observed] > 0)
+    err = capsys.readouterr().err
+    assert "missing entries" in err and "imputed with ppca (K=2)" in err
+
+
+def test_semicolons_are_detected_and_non_numeric_columns_explained(frame, tmp_path, capsys):
+    path = tmp_path / "semi.csv"
+    frame.assign(name=[f"id{i}" for i in range(N)]).to_csv(path, index=False, sep=";")
+    out = tmp_path / "out.csv"
+    args = ["impute", str(path), "-o", str(out), "--model", "ppca", "-k", "2", "-q"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "non-numeric column(s) ['name']" in err and "--exclude 'name'" in err
+    assert "Traceback" not in err
+    assert main([*args, "--exclude", "name"]) == 0
+    written = pd.read_csv(out, sep=";")
+    assert list(written.columns) == [*COLUMNS, "name"]
+    assert (written["name"] == [f"id{i}" for i in range(N)]).all()
+    assert not written.isna().to_numpy().any()
+    # told the wrong delimiter: the message says which one the header uses
+    assert main([*args, "--exclude", "name", "--delimiter", ","]) == 1
+    assert "try --delimiter ';'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        ("", "is empty"),
+        ("a,b,c\n1,2,3\n4,5,6,7,8\n", "could not parse"),
+        ("a,b\n1,\n,\n", "no observed entry"),
+    ],
+    ids=["missing-file", "empty", "ragged", "empty-column"],
+)
+def test_input_errors_exit_1_with_a_message(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.csv"
+    if content is not None:
+        path.write_text(content)
+    assert main(["impute", str(path), "-o", str(tmp_path / "out.csv")]) == 1
+    captured = capsys.readouterr()
+    last = captured.err.strip().splitlines()[-1]
+    assert last.startswith("latentlab impute: error:") and message in last
+    assert "Traceback" not in captured.err and not (tmp_path / "out.csv").exists()
+
+
+def test_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["impute", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--model", "-k K", "--std", "--delimiter", "--exclude", "exit status"):
+        assert option in text
+    with pytest.raises(SystemExit) as exit_info:
+        main(["impute", "data.csv"])  # -o is required: a usage error
+    assert exit_info.value.code == 2
+
+
+def test_installed_script_runs():
+    script = Path(sys.executable).with_name("latentlab")
+    result = subprocess.run(
+        [str(script), "compare", "--help"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert "--models" in result.stdout and "held-out" in result.stdout
+
+
+def test_compare_prints_a_table(csv_file, tmp_path, capsys):
+    table_file = tmp_path / "table.csv"
+    argv = ["compare", str(csv_file), "--models", "ppca", "fa", "-k", "2"]
+    assert main([*argv, "-q", "-o", str(table_file)]) == 0
+    text = capsys.readouterr().out
+    assert "PPCA(K=2)" in text and "FactorAnalysis(K=2)" in text
+    table = pd.read_csv(table_file)
+    assert {"loglik", "AIC", "BIC", "heldout_loglik", "heldout_se"} <= set(table.columns)
+    assert table["best"].sum() == 1 and table["heldout_loglik"].is_monotonic_decreasing
+
+
+def test_simple_compare_agrees_with_latentlab_compare(frame):
+    # the CLI's stand-in and latentlab.compare fit the same models on the same folds
+    from latentlab import PPCA
+    from latentlab.compare import compare
+
+    X = frame.to_numpy()
+    X = (X - np.nanmean(X, axis=0)) / np.nanstd(X, axis=0)
+    models = {"PPCA(K=2)": PPCA(2, random_state=0)}
+    ours = simple_compare(models, X, cv=5, random_state=0)
+    theirs = compare(models, X, cv=5, random_state=0)
+    for column in ("n_params", "loglik", "AIC", "BIC", "heldout_loglik", "heldout_se"):
+        assert ours[column].iloc[0] == pytest.approx(float(theirs[column].iloc[0]), rel=1e-9)
+
+
+def test_parse_ks():
+    assert parse_ks("1:4") == [1, 2, 3, 4]
+    assert parse_ks("2,5") == [2, 5]
+    assert parse_ks("3") == [3]
+    for bad in ("0:3", "a", "2:"):
+        with pytest.raises(Exception, match="K"):
+            parse_ks(bad)

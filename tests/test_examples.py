@@ -1,0 +1,158 @@
+"""Every notebook in examples/ runs top to bottom at small sizes and tells its story.
+
+Each notebook's first code cell holds ``SMALL = False``; the test sets it to True,
+executes the notebook with nbclient (matplotlib's Agg backend), fails on any cell
+error, and checks the numbers the last cell prints as JSON against what the notebook
+planted in its data (the number of components, the noise model, the topics...).
+
+Speed: one kernel serves all the notebooks, its namespace reset before each, so JAX
+and latentlab are imported once and XLA programs of a shape one notebook compiled
+are reused by the next.  The kernel compiles with XLA's backend optimisation off
+(``--xla_backend_optimization_level=0``): compiling, not running, dominates at these
+sizes, and the results agree with the optimised programs to rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
+CELL_TIMEOUT_S = 300
+RESET = 'import matplotlib.pyplot as _plt\n_plt.close("all")\n%reset -f'
+
+
+def _kernel_env() -> dict:
+    env = dict(os.environ, MPLBACKEND="Agg")
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+    return env
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km = AsyncKernelManager(kernel_name="python3")
+    run_sync(km.start_kernel)(env=_kernel_env(), cwd=str(EXAMPLES))
+    yield km
+    run_sync(km.shutdown_kernel)(now=True)
+
+
+def _small(nb) -> None:
+    """Set ``SMALL = True`` in the notebook's first code cell (its parameters)."""
+    first = next(cell for cell in nb.cells if cell.cell_type == "code")
+    lines = first.source.splitlines()
+    if "SMALL = False" not in lines:
+        raise AssertionError("the first code cell must hold the line 'SMALL = False'")
+    first.source = "\n".join("SMALL = True" if ln == "SMALL = False" else ln for ln in lines)
+
+
+def _summary(nb) -> dict:
+    """The JSON object the notebook's last code cell prints."""
+    last = [cell for cell in nb.cells if cell.cell_type == "code"][-1]
+    text = "".join(
+        out.get("text", "")
+        for out in last.outputs
+        if out.output_type == "stream" and out.name == "stdout"
+    )
+    lines = text.strip().splitlines()
+    if not lines:
+        raise AssertionError("the last code cell printed nothing; it must print a JSON summary")
+    return json.loads(lines[-1])
+
+
+def _run(path: Path, km) -> dict:
+    if not run_sync(km.is_alive)():  # an earlier notebook killed it
+        run_sync(km.restart_kernel)(now=True)
+    nb = nbformat.read(path, as_version=4)
+    _small(nb)
+    nb.cells.insert(0, new_code_cell(RESET))
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=False,
+        resources={"metadata": {"path": str(EXAMPLES)}},
+    )
+    try:
+        client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+    return _summary(nb)
+
+
+# -- what each notebook must show, against what it planted ------------------------------
+
+
+def check_choosing_k(s):
+    planted = s["planted_k"]
+    assert s["k_heldout"] == planted
+    assert s["k_one_se"] == planted
+    assert s["k_bic"] == planted
+    assert s["loo_winner_k"] == planted
+    # one component fewer loses by many standard errors of the difference
+    assert -s["loo_elpd_diff"] > 4 * s["loo_dse"]
+
+
+def check_ppca_vs_fa(s):
+    assert s["fa_k_one_se"] == s["planted_k"]
+    assert s["ppca_best_k"] > s["planted_k"]  # PPCA spends components on noisy features
+    se = max(s["fa_best_se"], s["ppca_best_se"])
+    assert s["fa_best_heldout"] - s["ppca_best_heldout"] > 2 * se
+    assert s["psi_log_corr"] > 0.8  # FA's psi tracks the planted noise variances
+
+
+def check_embedding_uncertainty(s):
+    # fewer observed entries, less posterior precision: exact, not statistical
+    assert s["sd_incomplete"] > s["sd_complete"]
+    # 90% plug-in intervals: binomial sd ~0.02 for ~250 entries; plug-in under-covers
+    assert 0.8 <= s["ppca_coverage"] <= 0.97
+    assert 0.8 <= s["gmm_coverage"] <= 0.97
+    assert s["ppca_rmse"] < 0.3 * s["mean_rmse"]
+    assert s["gmm_rmse"] < 0.3 * s["mean_rmse"]
+    assert s["gmm_agreement"] >= 0.95
+
+
+def check_supervised_alpha(s):
+    # y drives a quiet direction: PCA's component misses it, so R^2 peaks inside the grid
+    assert s["pcr_r2"] < 0.1
+    assert s["best_alpha"] < 1.0
+    assert s["best_r2"] > 0.5
+    assert s["best_r2"] > s["r2_largest_alpha"] + 0.3  # x alone shapes z: PCA-like
+    assert s["best_r2"] > s["r2_smallest_alpha"] + 0.3  # x barely informs z
+
+
+def check_plsa_topics(s):
+    assert s["k_completion"] == s["planted_k"]
+    assert s["matched_topics"] == list(range(s["planted_k"]))  # each planted topic once
+    assert s["max_topic_distance"] < 0.1
+    # held-out documents: scoring the very words folded in is optimistic
+    assert s["completion_perplexity"] > s["heldout_perplexity"]
+    assert s["heldout_perplexity"] > s["train_perplexity"]  # and fitted documents more so
+
+
+CHECKS = {
+    "choosing_k": check_choosing_k,
+    "ppca_vs_fa": check_ppca_vs_fa,
+    "embedding_uncertainty": check_embedding_uncertainty,
+    "supervised_alpha": check_supervised_alpha,
+    "plsa_topics": check_plsa_topics,
+}
+
+
+def test_every_notebook_has_its_checks():
+    assert sorted(CHECKS) == sorted(path.stem for path in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_and_recovers_what_it_planted(path, kernel):
+    summary = _run(path, kernel)
+    CHECKS[path.stem](summary)
