@@ -222,9 +222,6 @@ def test_elpd_loo_matches_exact_leave_one_out_of_a_conjugate_model():
     assert table.attrs["loo"] == "nuts"
 
 
-@pytest.mark.skipif(
-    not hasattr(PPCA, "sample_posterior"), reason="sample_posterior not available yet"
-)
 def test_elpd_loo_of_ppca_agrees_with_kfold():
     X, _, _ = planted_factor_model(n=120, d=6, rank=2, seed=3)
     with warnings.catch_warnings():
@@ -241,7 +238,6 @@ def test_elpd_loo_of_ppca_agrees_with_kfold():
     assert 0 <= row["n_high_pareto_k"] <= len(X)
 
 
-@pytest.mark.skipif(not hasattr(latentlab, "PLSA"), reason="PLSA not available yet")
 def test_plsa_heldout_is_document_completion():
     rng = np.random.default_rng(0)
     n_docs, n_words, K = 60, 30, 3
