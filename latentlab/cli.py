@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "run_demo", "simple_compare"]
+__all__ = ["main", "run_demo"]
 
 DATASETS = ("wine", "digits", "breast_cancer", "diabetes")
 FAMILY_NAMES = ("ppca", "fa", "bpca", "gmm")
@@ -58,10 +58,8 @@ def run_demo(
     Returns ``(table, report)``: the comparison DataFrame and a dict with the
     imputation results.
     """
-    import pandas as pd
-    from sklearn.model_selection import KFold, cross_val_score
-
     from latentlab import PPCA
+    from latentlab.compare import compare
 
     def say(*args):
         print(*args, file=out, flush=True)
@@ -71,25 +69,20 @@ def run_demo(
     say(f"latentlab demo: probabilistic PCA on scikit-learn's {dataset} data")
     say(f"({n} samples x {d} features, standardised)")
     high = min(max_components, min(n, d) - 1)
-    cv = KFold(folds, shuffle=True, random_state=seed)
-    rows = []
-    for K in range(1, high + 1):
-        start = time.perf_counter()
-        model = PPCA(K, random_state=seed).fit(X)
-        held_out = cross_val_score(PPCA(K, random_state=seed), X, cv=cv)
-        rows.append(
-            {
-                "K": K,
-                "loglik": model.score(X) * n,
-                "n_params": model._n_parameters(),
-                "BIC": model.bic(X),
-                "heldout_loglik": held_out.mean(),
-                "heldout_se": held_out.std(ddof=1) / np.sqrt(folds),
-                "em_iter": model.n_iter_,
-            }
-        )
-        say(f"  fitted K={K}  ({time.perf_counter() - start:.1f} s)")
-    table = pd.DataFrame(rows).set_index("K")
+    say(f"fitting PPCA for K = 1..{high}, each also on {folds} cross-validation folds")
+    start = time.perf_counter()
+    # compare() shuffles one KFold(folds, random_state=seed) shared by every K
+    table, fitted = compare(
+        {f"PPCA(K={K})": PPCA(K, random_state=seed) for K in range(1, high + 1)},
+        X,
+        cv=folds,
+        random_state=seed,
+        return_estimators=True,
+    )
+    table["em_iter"] = [fitted[name].n_iter_ for name in table.index]
+    table = table.sort_values("K").set_index("K")
+    table = table[["loglik", "n_params", "BIC", "heldout_loglik", "heldout_se", "em_iter"]]
+    say(f"  done in {time.perf_counter() - start:.1f} s")
     best_k = int(table["heldout_loglik"].idxmax())
     best_bic = int(table["BIC"].idxmin())
     say(f"\nModel comparison (log-likelihoods in nats; held-out is per sample, {folds}-fold):")
@@ -272,59 +265,6 @@ def parse_ks(text: str) -> list[int]:
     return values
 
 
-def simple_compare(models: dict, X, *, cv: int = 5, random_state=0):
-    """Stand-in for :func:`latentlab.compare` (same call, same column names).
-
-    Fits each model on all of X (``loglik``, ``n_params``, ``AIC``, ``BIC``) and on
-    the training part of each of ``cv`` shuffled folds (``heldout_loglik``: mean over
-    folds of the mean held-out log-likelihood per row; ``heldout_se``: std over folds
-    / sqrt(cv)).  Rows are sorted best first.
-    """
-    import pandas as pd
-    from sklearn.base import clone
-    from sklearn.model_selection import KFold
-
-    X = np.asarray(X, dtype=np.float64)
-    n = X.shape[0]
-    folds = list(KFold(cv, shuffle=True, random_state=random_state).split(X))
-    rows = {}
-    for name, template in models.items():
-        row = {"family": type(template).__name__, "K": template.get_params()["n_components"]}
-        try:
-            est = clone(template).fit(X)
-            loglik = float(est.score_samples(X).sum())
-            p = est._n_parameters()
-            held = [clone(template).fit(X[tr]).score_samples(X[te]).mean() for tr, te in folds]
-            row.update(
-                n_params=p,
-                loglik=loglik,
-                AIC=-2 * loglik + 2 * p,
-                BIC=-2 * loglik + p * np.log(n),
-                heldout_loglik=float(np.mean(held)),
-                heldout_se=float(np.std(held, ddof=1) / np.sqrt(cv)),
-                error=None,
-            )
-        except ValueError as err:
-            row.update(heldout_loglik=np.nan, error=str(err))
-        rows[name] = row
-    table = pd.DataFrame.from_dict(rows, orient="index")
-    table.index.name = "model"
-    table = table.sort_values("heldout_loglik", ascending=False, na_position="last")
-    table.insert(table.columns.get_loc("error"), "best", False)
-    best = bool(np.isfinite(table["heldout_loglik"].iloc[0]))
-    table.iloc[0, table.columns.get_loc("best")] = best
-    return table
-
-
-def _compare_function():
-    """``latentlab.compare`` where this version has it, else :func:`simple_compare`."""
-    try:
-        from latentlab.compare import compare
-    except ImportError:
-        return simple_compare
-    return compare
-
-
 def run_compare(args) -> int:
     import pandas as pd
 
@@ -353,7 +293,7 @@ def run_compare(args) -> int:
         say(f"skipped (K too large for {n} rows x {d} columns): {', '.join(skipped)}")
     if not models:
         raise InputError("no model left to compare; choose smaller K with -k")
-    compare = _compare_function()
+    from latentlab.compare import compare
     from latentlab.impute import _progress
 
     parts = [

@@ -14,7 +14,7 @@ import pytest
 from oracles import hide_at_random, planted_low_rank
 
 from latentlab import Imputer
-from latentlab.cli import main, parse_ks, simple_compare
+from latentlab.cli import main, parse_ks
 
 N, D = 240, 6
 COLUMNS = list("abcdef")
@@ -123,20 +123,6 @@ def test_compare_prints_a_table(csv_file, tmp_path, capsys):
     table = pd.read_csv(table_file)
     assert {"loglik", "AIC", "BIC", "heldout_loglik", "heldout_se"} <= set(table.columns)
     assert table["best"].sum() == 1 and table["heldout_loglik"].is_monotonic_decreasing
-
-
-def test_simple_compare_agrees_with_latentlab_compare(frame):
-    # the CLI's stand-in and latentlab.compare fit the same models on the same folds
-    from latentlab import PPCA
-    from latentlab.compare import compare
-
-    X = frame.to_numpy()
-    X = (X - np.nanmean(X, axis=0)) / np.nanstd(X, axis=0)
-    models = {"PPCA(K=2)": PPCA(2, random_state=0)}
-    ours = simple_compare(models, X, cv=5, random_state=0)
-    theirs = compare(models, X, cv=5, random_state=0)
-    for column in ("n_params", "loglik", "AIC", "BIC", "heldout_loglik", "heldout_se"):
-        assert ours[column].iloc[0] == pytest.approx(float(theirs[column].iloc[0]), rel=1e-9)
 
 
 def test_parse_ks():

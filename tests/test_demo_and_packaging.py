@@ -8,8 +8,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sklearn.model_selection import KFold, cross_val_score
 
-from latentlab.cli import main, run_demo
+from latentlab import PPCA
+from latentlab.cli import _load, main, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +25,12 @@ def test_demo_fits_compares_and_imputes():
     assert table["loglik"].is_monotonic_increasing  # nested models fit better
     assert "Model comparison" in text and "RMSE" in text
     assert report["rmse_ppca"] < report["rmse_mean"]
+    # oracle: scikit-learn's cross_val_score of PPCA on the same shuffled folds
+    X = _load("wine")
+    cv = KFold(3, shuffle=True, random_state=0)
+    for K in (1, 3):
+        held_out = cross_val_score(PPCA(K, random_state=0), X, cv=cv)
+        assert table.loc[K, "heldout_loglik"] == pytest.approx(held_out.mean(), rel=1e-9)
 
 
 def test_cli_help_and_argument_errors(capsys):

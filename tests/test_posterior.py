@@ -389,6 +389,10 @@ class TestBadInput:
         with pytest.raises(NotFittedError):
             latentlab.PPCA(2).sample_posterior(data)
 
+    def test_models_without_a_declaration(self, data):
+        with pytest.raises(ValueError, match="not available for PCA"):
+            latentlab.PCA(2).fit(data).sample_posterior(data, method="laplace")
+
     @pytest.mark.parametrize(
         "kwargs, match",
         [

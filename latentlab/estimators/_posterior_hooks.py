@@ -347,17 +347,11 @@ def topic_problem(est, X, y=None, prior=None) -> PosteriorProblem:
 
 
 def default_problem(est, X, y=None, prior=None) -> PosteriorProblem:
-    """Dispatch on the estimator's family (until each family carries its own hook)."""
-    from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
-    from latentlab.estimators.gmm import GaussianMixture
-
-    if isinstance(est, GaussianLatentEstimator):
-        return gaussian_latent_problem(est, X, y, prior)
-    if isinstance(est, GaussianMixture):
-        return mixture_problem(est, X, y, prior)
-    if type(est).__name__ == "PLSA":
-        return topic_problem(est, X, y, prior)
-    raise ValueError(f"posterior sampling is not available for {type(est).__name__}")
+    """For estimators without a posterior hook of their own (e.g. classical PCA)."""
+    raise ValueError(
+        f"posterior sampling is not available for {type(est).__name__}: it has no "
+        "generative declaration with parameters to sample"
+    )
 
 
 # ----------------------------------------------------------------------------- driver

@@ -20,6 +20,7 @@ from sklearn.utils.validation import (
 )
 
 from latentlab._validation import check_option
+from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._dispatch import QUICK_COMPILE_MAX_WORK
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
 from latentlab.inference.em import run_em
@@ -189,6 +190,8 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
     >>> np.sort(model.components_[:, 0]).round(1)
     array([0. , 0.5])
     """
+
+    _posterior_problem = _posterior_hooks.topic_problem  # for sample_posterior
 
     def __init__(
         self,
