@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 import warnings
+
+from _threads import apply_thread_option
 
 
 def make_data(n, d, K, seed=0):
@@ -41,13 +42,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.quick:
         args.n_samples, args.n_features, args.repeats = 5000, 10, 2
-    if args.threads == 1:  # must be set before JAX starts
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "")
-            + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        )
-    elif args.threads is not None:
-        sys.exit("--threads takes 1 (or leave it out for the default thread settings)")
+    apply_thread_option(args.threads)  # before JAX starts
 
     import jax
     import sklearn

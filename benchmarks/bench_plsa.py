@@ -35,6 +35,7 @@ import sys
 import warnings
 
 import numpy as np
+from _threads import apply_thread_option
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -155,13 +156,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.quick:
         args.n_docs, args.n_words, args.n_components, args.repeats = 300, 200, 5, 2
-    if args.threads == 1:  # must be set before JAX starts
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "")
-            + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        )
-    elif args.threads is not None:
-        sys.exit("--threads takes 1 (or leave it out for the default thread settings)")
+    apply_thread_option(args.threads)  # before JAX starts
 
     import jax
     import sklearn

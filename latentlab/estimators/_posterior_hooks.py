@@ -307,7 +307,16 @@ def topic_problem(est, X, y=None, prior=None) -> PosteriorProblem:
     Maximum-likelihood pLSA often puts exact zeros in theta or phi (a word a topic never
     uses), on the boundary of the simplex where unconstrained coordinates are
     infinite: the starting point is moved 1e-6 into the interior.  A Laplace
-    approximation there is poor; NUTS or SVI are the methods to use.
+    approximation there is poor.
+
+    The likelihood depends on theta and phi only through theta @ phi, which is
+    unchanged by any invertible K x K map A with theta A and A^-1 phi still on their
+    simplices (NMF's non-uniqueness), so beyond relabelling the flat-prior posterior
+    is a ridge that reaches the simplex boundary.  NUTS explores that ridge and
+    reports divergences near its ends; SVI (a local Gaussian in unconstrained
+    coordinates) describes the spread around the fit.  Dirichlet priors below 1
+    (``doc_topic_prior``, ``topic_word_prior`` with ``prior=True``) identify the
+    topics better.
     """
     import jax.numpy as jnp
 
