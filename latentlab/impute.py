@@ -137,11 +137,12 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Number of independent masks; each candidate is fitted once per mask and
         scored on all of them.  One mask is 3x cheaper (compilation, the bulk of a
         first call, is shared) but its choice varies more from mask to mask.
-    tol : float, default=1e-5
+    tol : float, default=1e-4
         EM stopping tolerance (change of the mean per-sample log-likelihood) for the
         models Imputer builds from names; estimators passed in keep their own.
-        Imputations move far less than their standard deviations below ~1e-4, and
-        factor analysis needs ~10x fewer iterations than at its default 1e-8.
+        Imputations settle long before the likelihood does: on the benchmark data
+        sets (20% hidden) going from 1e-4 to 1e-5 changes the RMSE of the imputed
+        values by under 0.001 column sd but takes 2-5x more EM iterations.
     standardize : bool, default=True
         Fit on columns centred and scaled by their observed mean and standard
         deviation.  (PPCA's single noise variance is not scale-invariant.)
@@ -208,7 +209,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         candidates=None,
         holdout=0.1,
         n_repeats=3,
-        tol=1e-5,
+        tol=1e-4,
         standardize=True,
         random_state=None,
         verbose=0,

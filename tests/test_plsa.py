@@ -308,6 +308,28 @@ def test_max_iter_warns(corpus):
     assert not est.converged_ and est.n_iter_ == 2 and len(est.log_likelihoods_) == 2
 
 
+def test_nuts_warns_about_the_theta_phi_ridge_before_sampling(corpus, fit, monkeypatch):
+    """theta @ phi is all the likelihood sees, so NUTS on K > 1 topics gets a warning
+    (it would report divergences only after a long run); K = 1 is identified."""
+    from latentlab.inference import mcmc
+
+    class Sampled(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Sampled
+
+    monkeypatch.setattr(mcmc, "run_nuts", stop)
+    with pytest.warns(UserWarning, match="theta @ phi") as caught, pytest.raises(Sampled):
+        fit.sample_posterior(corpus, method="nuts")
+    assert caught[0].filename == __file__  # points at the caller
+    one = PLSA(1, random_state=0).fit(corpus)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(Sampled):
+            one.sample_posterior(corpus, method="nuts")
+
+
 # -- surface ---------------------------------------------------------------------------
 
 

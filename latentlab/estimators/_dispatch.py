@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab.inference.summaries import bucket
+
 __all__ = ["QUICK_COMPILE_MAX_WORK", "call", "map_rows", "row_bucket", "to_device"]
 
 QUICK_COMPILE_MAX_WORK = 1 << 16
@@ -69,10 +71,10 @@ def to_device(X: np.ndarray) -> jax.Array:
 
 
 def row_bucket(n: int) -> int:
-    """Next power of two (at least 8) for up to 4096 rows; larger inputs are not padded
+    """A bucket size (at least 8) for up to 4096 rows; larger inputs are not padded
     (compiling is then cheap next to the work, and padding would copy the data)."""
     if n <= 4096:
-        return max(8, 1 << (n - 1).bit_length())
+        return bucket(n, smallest=8)
     return n
 
 

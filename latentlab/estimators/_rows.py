@@ -1,7 +1,8 @@
 """Row bucketing shared by the EM estimators: few compiles, bounded memory.
 
-JAX compiles once per shape.  Row counts are therefore padded -- to a power of two
-(at least 32) up to one chunk, and to a whole number of fixed-size chunks beyond --
+JAX compiles once per shape.  Row counts are therefore padded -- to a bucket size
+(:func:`~latentlab.inference.summaries.bucket`) up to one chunk, and to a whole
+number of fixed-size chunks beyond --
 with padding rows that the callee ignores (row mask 0, or an all-zero observed mask).
 Cross-validation folds, single rows and large arrays then reuse a handful of
 compiled programs, and no call holds more than one chunk's intermediates.
@@ -12,13 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from latentlab.estimators.base import to_numpy
+from latentlab.inference.summaries import bucket
 
 __all__ = ["bucket", "padded_size", "pad_rows", "chunked", "map_row_chunks"]
-
-
-def bucket(n: int) -> int:
-    """``n`` rounded up to a power of two, at least 32."""
-    return max(32, 1 << (max(n, 1) - 1).bit_length())
 
 
 def padded_size(n: int, chunk: int) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._dispatch import QUICK_COMPILE_MAX_WORK
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
 from latentlab.inference.em import run_em
+from latentlab.inference.summaries import bucket
 from latentlab.models import plsa
 
 __all__ = ["PLSA"]
@@ -60,11 +61,6 @@ def _driver(name: str, corpus: plsa.Corpus, n_components: int):
     return quick if corpus.count.shape[0] * n_components <= QUICK_COMPILE_MAX_WORK else full
 
 
-def _bucket(n: int, smallest: int) -> int:
-    """n rounded up to a power of two: corpora of similar size share one compile."""
-    return max(smallest, 1 << max(n - 1, 0).bit_length())
-
-
 def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -85,7 +81,7 @@ def _log_coefficients(csr):
 def _corpus(csr, dtype) -> plsa.Corpus:
     """The nonzeros of ``csr`` as a padded :class:`~latentlab.models.plsa.Corpus`."""
     D, nnz = csr.shape[0], csr.nnz
-    n_docs, n_entries = _bucket(D, 32), _bucket(nnz, 256)
+    n_docs, n_entries = bucket(D, 32), bucket(nnz, 256)
     pad = n_entries - nnz
     doc = np.repeat(np.arange(D, dtype=np.int32), np.diff(csr.indptr))
     # padding entries (count 0) sit in the last row so the document index stays sorted

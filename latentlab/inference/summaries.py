@@ -1,10 +1,10 @@
-"""Host-side data summaries shared by the closed forms and the EM models."""
+"""Host-side data preparation shared by the closed forms and the EM models."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["scatter_about_mean"]
+__all__ = ["bucket", "scatter_about_mean"]
 
 # n mean^2 < SAFE_RATIO * (centred sum of squares) loses < ~1e-12 relative accuracy
 SAFE_RATIO = 1e4
@@ -32,3 +32,20 @@ def scatter_about_mean(X: np.ndarray, block: int = 4096):
         np.subtract(X[start : start + block], mean, out=B)
         scatter += B.T @ B
     return mean, scatter
+
+
+def bucket(n: int, smallest: int = 32) -> int:
+    """A padded size for ``n`` rows: few distinct sizes, little padding.
+
+    JAX compiles once per shape, so row counts are rounded up -- to a power of two
+    (at least ``smallest``) up to 256, then in steps of an eighth of the enclosing
+    power of two (320, 384, 448, 512, 640, ...).  Data sets of similar size then share
+    one compiled program while padding adds at most a quarter of the rows (per-row
+    work, such as an E-step over rows with missing entries, grows with the padding).
+    """
+    n = int(n)
+    size = max(smallest, 1 << (max(n, 1) - 1).bit_length())
+    if size <= 256:
+        return size
+    step = size // 8
+    return -(-n // step) * step
