@@ -112,9 +112,39 @@ class TestNUTS:
         assert nuts_tree.attrs["aligned"] == "procrustes"
         assert "flat" in nuts_tree.attrs["prior"]
         assert nuts_tree.attrs["num_divergences"] == int(nuts_tree.sample_stats.diverging.sum())
+        stats = nuts_tree.sample_stats
+        np.testing.assert_array_equal(stats.reached_max_treedepth, stats.tree_depth >= 10)
+        assert nuts_tree.attrs["num_max_treedepth"] == int(stats.reached_max_treedepth.sum())
         assert nuts_tree.attrs["min_ess_bulk"] > 30
         for name in ("diverging", "acceptance_rate", "energy", "lp"):
             assert name in nuts_tree.sample_stats
+
+    def test_nuts_options_reach_the_sampler_and_full_trees_warn(self, ppca, data, monkeypatch):
+        """Options pass through to the sampler; trees at the depth cap are counted and
+        warned about (a stand-in sampler returns the start 4 times, every tree full)."""
+        from latentlab.inference import mcmc
+
+        seen = {}
+
+        def stand_in(model, *args, init_values, num_samples, num_chains, **kwargs):
+            seen.update(kwargs)
+            shape = (num_chains, num_samples)
+            draws = {
+                k: np.broadcast_to(np.asarray(v), shape + np.shape(v))
+                for k, v in init_values.items()
+            }
+            stats = {
+                "diverging": np.zeros(shape, bool),
+                "reached_max_treedepth": np.ones(shape, bool),
+            }
+            return mcmc.NUTSResult(draws=draws, sample_stats=stats)
+
+        monkeypatch.setattr(mcmc, "run_nuts", stand_in)
+        options = {"max_tree_depth": 3, "dense_mass": True, "target_accept_prob": 0.9}
+        with pytest.warns(UserWarning, match="4 of 4 NUTS transitions stopped at the maximum"):
+            tree = ppca.sample_posterior(data, num_samples=4, random_state=0, nuts_options=options)
+        assert {k: seen[k] for k in options} == options
+        assert tree.attrs["num_max_treedepth"] == 4 and tree.attrs["num_divergences"] == 0
 
     def test_aligned_loadings_have_small_spread_unaligned_do_not(self, nuts_tree, ppca):
         W = nuts_tree.posterior["W"].values
@@ -256,7 +286,7 @@ class TestLaplace:
 
 def _tree_from(est, X, y, draws_in_target_units):
 
-    from latentlab.estimators._posterior_hooks import datatree_from_draws
+    from latentlab.estimators._posterior_sampling import datatree_from_draws
 
     with est._precision():
         problem = est._posterior_problem(X, y, None)
@@ -401,6 +431,9 @@ class TestBadInput:
             ({"num_warmup": -1}, "num_warmup"),
             ({"prior": "yes"}, "prior"),
             ({"align": "no"}, "align"),
+            ({"nuts_options": {"max_depth": 5}}, "unknown nuts_options"),
+            ({"nuts_options": [("dense_mass", True)]}, "nuts_options must be a dict"),
+            ({"method": "svi", "nuts_options": {"dense_mass": True}}, "method='nuts' only"),
         ],
     )
     def test_bad_settings(self, ppca, data, kwargs, match):

@@ -70,7 +70,7 @@ class PosteriorMixin:
 
     An estimator describes its posterior problem in ``_posterior_problem(X, y, prior)``
     (see :mod:`latentlab.estimators._posterior_hooks`); the sampling, alignment and
-    DataTree layout are shared.
+    DataTree layout are shared (:mod:`latentlab.estimators._posterior_sampling`).
     """
 
     def _posterior_problem(self, X, y, prior):
@@ -91,6 +91,7 @@ class PosteriorMixin:
         align: bool = True,
         prior: bool | None = None,
         svi_steps: int | None = None,
+        nuts_options: dict | None = None,
     ):
         """Draw from the posterior of the parameters, on the model's own declaration.
 
@@ -136,6 +137,11 @@ class PosteriorMixin:
         svi_steps : int, optional
             Optimisation steps for ``method="svi"`` (default: the estimator's
             ``svi_steps``, else 2000).
+        nuts_options : dict, optional
+            For ``method="nuts"``: any of ``target_accept_prob`` (default 0.8),
+            ``max_tree_depth`` (10) and ``dense_mass`` (False: a diagonal mass matrix;
+            True adapts a dense one, which helps when parameters are strongly
+            correlated, as loadings and noise are under flat priors).
 
         Returns
         -------
@@ -150,11 +156,11 @@ class PosteriorMixin:
             SVI/Laplace, ``lp`` and ``log_q`` (see :func:`latentlab.posterior.loo`).
             The root ``attrs`` record the method, the prior, the alignment
             (``aligned="procrustes"``, ``"relabelled"`` or ``"none"``) and, for NUTS,
-            ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail`` and ``num_divergences``
-            (a warning is issued when there are divergences).  With ``align=True`` an
-            ``alignment`` group holds what undoes it per draw: ``rotation`` R (raw
-            W = aligned W R^T) or ``permutation`` (raw component ``permutation[k]`` is
-            aligned component k).  ``arviz.loo``, ``arviz.compare`` and
+            ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``, ``num_divergences`` and
+            ``num_max_treedepth`` (a warning is issued when either count is non-zero).
+            With ``align=True`` an ``alignment`` group holds what undoes it per draw:
+            ``rotation`` R (raw W = aligned W R^T) or ``permutation`` (raw component
+            ``permutation[k]`` is aligned component k).  ``arviz.loo``, ``arviz.compare`` and
             ``arviz.summary`` accept the tree directly; :func:`latentlab.posterior.loo`
             adds the correction for SVI/Laplace draws and a Pareto-k warning.
 
@@ -167,7 +173,7 @@ class PosteriorMixin:
         its maximum-likelihood point often lies on the simplex boundary, where the
         Laplace approximation is poor.
         """
-        from latentlab.estimators._posterior_hooks import sample_posterior
+        from latentlab.estimators._posterior_sampling import sample_posterior
 
         return sample_posterior(
             self,
@@ -181,6 +187,7 @@ class PosteriorMixin:
             align=align,
             prior=prior,
             svi_steps=svi_steps,
+            nuts_options=nuts_options,
         )
 
 

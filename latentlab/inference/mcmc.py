@@ -67,7 +67,8 @@ def run_nuts(
     NUTSResult
         ``draws[site]`` of shape (num_chains, num_samples, *site_shape) and
         ``sample_stats`` (``diverging``, ``n_steps``, ``tree_depth``,
-        ``acceptance_rate``, ``energy``, ``lp``, ``step_size``), each
+        ``reached_max_treedepth``, ``acceptance_rate``, ``energy``, ``lp``,
+        ``step_size``), each
         (num_chains, num_samples).  ``lp`` is the log density in NumPyro's
         unconstrained coordinates (Jacobians of the transforms included).
     """
@@ -97,6 +98,7 @@ def run_nuts(
         value = np.asarray(value)
         stats[_STAT_NAMES[name]] = -value if name == "potential_energy" else value
     stats["tree_depth"] = np.log2(stats["n_steps"]).astype(np.int64) + 1
+    stats["reached_max_treedepth"] = stats["tree_depth"] >= max_tree_depth
     return NUTSResult(draws=draws, sample_stats=stats)
 
 
