@@ -2,8 +2,9 @@
 
 The file is an ``.npz`` archive read with ``allow_pickle=False``: NumPy arrays of plain
 dtypes, plus one JSON document naming the estimator class (looked up in a fixed
-registry, never imported by name), its constructor settings, its scalar fitted
-attributes and a SHA-256 digest of everything, checked on load.
+registry, never imported by name), its constructor settings (scalars, and lists of
+scalars), its scalar fitted attributes and a SHA-256 digest of everything,
+checked on load.
 """
 
 from __future__ import annotations
@@ -43,6 +44,22 @@ def _plain(value):
     return value
 
 
+def _setting(value):
+    """``(JSON value, saved?)`` of a constructor setting: scalars as they are, lists,
+    tuples and 1-D arrays of scalars (a vocabulary, say) as lists; anything else (a
+    RandomState, an array of initial means) is not saved."""
+    value = _plain(value)
+    if isinstance(value, _JSON_TYPES):
+        return value, True
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        if all(isinstance(v, _JSON_TYPES) for v in items):
+            return items, True
+    return None, False
+
+
 def save(estimator, path) -> None:
     """Write a fitted estimator to ``path`` (``.npz``)."""
     from sklearn.utils.validation import check_is_fitted
@@ -51,10 +68,13 @@ def save(estimator, path) -> None:
     name = type(estimator).__name__
     if _registry().get(name) is not type(estimator):
         raise ValueError(f"{name} is not a latentlab estimator that can be saved")
-    settings = {k: _plain(v) for k, v in estimator.get_params(deep=False).items()}
-    unsaved = [k for k, v in settings.items() if not isinstance(v, _JSON_TYPES)]
-    for k in unsaved:  # e.g. a RandomState object: the fit is saved, not the generator
-        settings[k] = None
+    params = estimator.get_params(deep=False)
+    settings, unsaved = {}, []
+    for k, v in params.items():
+        # e.g. a RandomState object is not saved: the fit is, not the generator
+        settings[k], saved = _setting(v)
+        if not saved:
+            unsaved.append(k)
     scalars, arrays, lists = {}, {}, {}
     for key, value in vars(estimator).items():
         if not key.endswith("_") or key.startswith("_"):

@@ -346,6 +346,7 @@ def test_top_words_and_save_load_round_trip(tmp_path, corpus, fit):
     path = tmp_path / "plsa.npz"
     est.save(path)
     loaded = latentlab.load(path)
+    assert loaded.get_params() == est.get_params()  # the vocabulary setting too
     np.testing.assert_array_equal(loaded.top_words(4), top)
     np.testing.assert_array_equal(loaded.score_samples(corpus), est.score_samples(corpus))
     np.testing.assert_array_equal(loaded.transform(corpus), est.transform(corpus))
