@@ -117,7 +117,7 @@ def test_nuts_runs_on_the_declaration():
             progress_bar=False,
         )
         mcmc.run(jax.random.PRNGKey(0), X)
-        samples = mcmc.get_samples()
+        samples = {k: np.asarray(v) for k, v in mcmc.get_samples().items()}
     assert samples["W"].shape == (100, 4, 2)
     assert np.all(np.isfinite(samples["sigma2"])) and np.all(samples["sigma2"] > 0)
     assert abs(np.median(samples["sigma2"]) - est.noise_variance_) < 0.5 * est.noise_variance_
