@@ -40,6 +40,8 @@ from numpyro import handlers
 from numpyro.distributions import constraints
 from numpyro.ops.indexing import Vindex
 
+from latentlab.inference.linalg import solve_refined, spd_inverse_columns
+
 __all__ = [
     "COVARIANCE_TYPES",
     "Params",
@@ -308,7 +310,9 @@ def conditional_components(params: Params, X, observed, covariance_type: str):
     For full covariances the observed block is handled without gathering it: with
     D = diag(observed), S = D Sigma_k D + (I - D) is block diagonal after a
     permutation, with Sigma_oo on the observed block and the identity elsewhere, so
-    chol(S) gives log|Sigma_oo| and S^{-1} D (x - mu_k) gives Sigma_oo^{-1}(x_o - mu_o).
+    log|S| = log|Sigma_oo| and S^{-1} D (x - mu_k) = Sigma_oo^{-1}(x_o - mu_o).  All n K
+    inverses come from one batched Gauss-Jordan sweep (batch axis last, see
+    :mod:`latentlab.inference.linalg`).
     """
     K, d = params.means.shape
     cov = component_variances(params.scale, covariance_type, K, d)
@@ -317,16 +321,26 @@ def conditional_components(params: Params, X, observed, covariance_type: str):
     r = o[:, None, :] * (X[:, None, :] - params.means[None])  # (n, K, d), 0 where missing
     n_obs = jnp.sum(o, axis=1)
     if covariance_type in ("full", "tied"):
+        n = X.shape[0]
         eye = jnp.eye(d, dtype=X.dtype)
-        S = o[:, None, :, None] * cov[None] * o[:, None, None, :] + missing[:, None, :, None] * eye
-        chol = jnp.linalg.cholesky(S)
-        v = jax.scipy.linalg.cho_solve((chol, True), r[..., None])[..., 0]  # S^{-1} r
+        # S for every (row, component) with the batch axis last: (d, d, n K)
+        S = jnp.einsum("nd,kde,ne->denk", o, cov, o) + (
+            eye[:, :, None, None] * missing.T[:, None, :, None]
+        )
+        S = S.reshape(d, d, n * K)
+        S_inv, log_det = spd_inverse_columns(S)
+        r_last = jnp.moveaxis(r, -1, 0).reshape(d, n * K)
+        v = jnp.moveaxis(solve_refined(S, S_inv, r_last).reshape(d, n, K), 0, -1)  # S^{-1} r
         quad = jnp.sum(r * v, axis=-1)
-        log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+        log_det = log_det.reshape(n, K)
         dx = r + missing[:, None, :] * jnp.einsum("kde,nke->nkd", cov, v)
-        cov_o = o[:, None, :, None] * cov[None]  # D Sigma_k
-        A = jax.scipy.linalg.cho_solve((chol, True), cov_o)  # S^{-1} D Sigma_k
-        schur = cov[None] - jnp.einsum("nkde,nkdf->nkef", cov_o, A)
+        # Sigma_k - Sigma_k D S^{-1} D Sigma_k: the conditional covariance of the missing block
+        D_S_inv_D = (
+            jnp.moveaxis(S_inv.reshape(d, d, n, K), (2, 3), (0, 1))
+            * o[:, None, :, None]
+            * o[:, None, None, :]
+        )
+        schur = cov[None] - cov[None] @ D_S_inv_D @ cov[None]
         cond_cov = missing[:, None, :, None] * schur * missing[:, None, None, :]
     else:
         quad = jnp.sum(r**2 / cov[None], axis=-1)
