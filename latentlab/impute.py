@@ -454,13 +454,35 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         filled = self._output(filled, frame, observed, fill=True)
         return (filled, self._output(std, frame, observed, wrap=True)) if return_std else filled
 
-    def impute_interval(self, X, level: float = 0.9):
+    def impute_interval(
+        self,
+        X,
+        level: float = 0.9,
+        *,
+        draw_parameters: bool = False,
+        n_draws: int = 20,
+        random_state=None,
+    ):
         """Central ``level`` interval for each missing entry given its row's observed ones.
 
         Gaussian latent models give mean -/+ z * sd; mixtures give quantiles of the
-        conditional mixture.  Plug-in: the fitted parameters are taken as known, so
-        with many parameters for the rows at hand the intervals under-cover (see the
-        imputation benchmark); :meth:`sample` draws parameters too.
+        conditional mixture.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+        level : float, default=0.9
+        draw_parameters : bool, default=False
+            False: plug-in intervals, the fitted parameters taken as known; with many
+            parameters for the rows at hand they under-cover (see the imputation
+            benchmark).  True: the quantiles of the predictive distribution averaged
+            over ``n_draws`` models refitted on bootstrap resamples (as in
+            :meth:`sample`), which adds the parameters' uncertainty at the cost of
+            ``n_draws`` fits.
+        n_draws : int, default=20
+            Bootstrap refits for ``draw_parameters=True``.
+        random_state : int, RandomState or None
+            Seeds the resampling (default: ``self.random_state``).
 
         Returns
         -------
@@ -469,7 +491,9 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         level = _check_level(level)
         X, observed, Xs, frame = self._prepare(X)
-        if hasattr(self.model_, "impute_interval"):
+        if draw_parameters:
+            lower_s, upper_s = self._bootstrap_interval(Xs, level, n_draws, random_state)
+        elif hasattr(self.model_, "impute_interval"):
             lower_s, upper_s = self.model_.impute_interval(Xs, level=level)
         else:
             from scipy.stats import norm
@@ -479,6 +503,29 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             lower_s, upper_s = mean - z * std, mean + z * std
         bounds = [np.where(observed, X, b * self.scale_ + self.center_) for b in (lower_s, upper_s)]
         return tuple(self._output(b, frame, observed, wrap=True) for b in bounds)
+
+    def _bootstrap_interval(self, Xs, level, n_draws, random_state):
+        """Quantiles of the equal-weight mixture of ``n_draws`` bootstrap models'
+        conditional distributions (each itself a mixture, see ``conditional_mixture``)."""
+        from latentlab.estimators.gmm import mixture_quantile
+
+        if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}")
+        if not hasattr(self.model_, "conditional_mixture"):
+            raise ValueError(
+                f"draw_parameters=True needs conditional_mixture, which "
+                f"{type(self.model_).__name__} does not have"
+            )
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        parts = [
+            self._bootstrap_model(rng).conditional_mixture(Xs)
+            for _ in _progress(range(n_draws), "imputer: bootstrap refits", self.verbose)
+        ]
+        weights = np.concatenate([p[0] for p in parts], axis=1) / n_draws
+        means = np.concatenate([p[1] for p in parts], axis=1)
+        sds = np.maximum(np.concatenate([p[2] for p in parts], axis=1), 1e-300)
+        tail = 0.5 * (1.0 - level)
+        return tuple(mixture_quantile(weights, means, sds, q) for q in (tail, 1.0 - tail))
 
     def sample(self, X, n_imputations=None, *, draw_parameters: bool = True, random_state=None):
         """Multiple imputation: draws of the missing entries given the observed ones.

@@ -168,6 +168,28 @@ def test_interval_coverage_on_data_from_ppca(planted, imputer):
     assert low <= covered <= high, (covered, hidden.sum())
 
 
+def test_bootstrap_intervals_add_parameter_uncertainty(planted, imputer, monkeypatch):
+    X, X_missing, hidden, *_ = planted
+    lower, upper = imputer.impute_interval(X_missing, level=0.9)
+    # a mixture of copies of one model has that model's quantiles: the machinery is exact
+    monkeypatch.setattr(imputer, "_bootstrap_model", lambda rng: imputer.model_)
+    same = imputer.impute_interval(X_missing, level=0.9, draw_parameters=True, n_draws=3)
+    np.testing.assert_allclose(same[0], lower, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(same[1], upper, rtol=0, atol=1e-9)
+    monkeypatch.undo()
+    wide = imputer.impute_interval(
+        X_missing, level=0.9, draw_parameters=True, n_draws=10, random_state=0
+    )
+    np.testing.assert_array_equal(wide[0][~hidden], X[~hidden])
+    # refitted parameters scatter the predictive means, so the mixture is wider
+    assert np.mean((wide[1] - wide[0])[hidden]) > np.mean((upper - lower)[hidden])
+    covered = int(np.sum((wide[0][hidden] <= X[hidden]) & (X[hidden] <= wide[1][hidden])))
+    low, high = binom.ppf([0.001, 0.999], hidden.sum(), 0.9)
+    assert low <= covered <= high, (covered, hidden.sum())
+    with pytest.raises(ValueError, match="n_draws"):
+        imputer.impute_interval(X_missing, draw_parameters=True, n_draws=0)
+
+
 # -- model choice ----------------------------------------------------------------------
 
 
@@ -280,9 +302,7 @@ def test_bad_input_errors_name_the_problem(planted, imputer):
 # once mixtures fit missing values, so this test is not a skip hiding a failure.
 
 
-def test_gmm_imputation_when_mixtures_fit_missing_values():
-    if not hasattr(latentlab.GaussianMixture, "impute"):
-        return
+def test_gmm_imputation_when_mixtures_fit_missing_values(monkeypatch):
     rng = np.random.default_rng(7)
     centres = np.array([[-4.0] * D, [4.0] * D])
     labels = rng.integers(0, 2, size=N)
@@ -299,3 +319,8 @@ def test_gmm_imputation_when_mixtures_fit_missing_values():
     assert low <= covered <= high
     draws = imp.sample(X_missing, 2, random_state=0)
     assert np.all(draws[0][hidden] != draws[1][hidden])
+    # bootstrap intervals over copies of the fitted mixture are its own quantiles
+    monkeypatch.setattr(imp, "_bootstrap_model", lambda rng: imp.model_)
+    same = imp.impute_interval(X_missing, level=0.9, draw_parameters=True, n_draws=2)
+    np.testing.assert_allclose(same[0], lower, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(same[1], upper, rtol=0, atol=1e-9)

@@ -411,6 +411,14 @@ class GaussianLatentEstimator(
         filled = np.where(mask > 0, X, filled)  # bit-exact observed entries
         return (filled, std) if return_std else filled
 
+    def conditional_mixture(self, X):
+        """Each entry's distribution given its row's observed entries, as a mixture
+        ``sum_c weights[n, c] N(means[n, c, j], sds[n, c, j]^2)`` with one component:
+        ``weights`` (n, 1) ones, ``means`` and ``sds`` (n, 1, d), sd 0 where observed.
+        (The common form of every imputing model; mixtures have K components.)"""
+        mean, std = self.impute(X, return_std=True)
+        return np.ones((mean.shape[0], 1)), mean[:, None, :], std[:, None, :]
+
     def impute_interval(self, X, level: float = 0.9):
         """Central ``level`` interval of each missing entry given the row's observed ones.
 

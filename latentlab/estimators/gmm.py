@@ -68,7 +68,7 @@ def _conditionals(params, X, observed, covariance_type):
     return log_resp, dx + params.means[None], cond_cov
 
 
-def _mixture_quantile(resp, means, sd, p):
+def mixture_quantile(resp, means, sd, p):
     """Quantile p of sum_k resp_mk N(means_mkd, sd_mkd^2) for every (m, d), by bisection
     (the CDF is monotone; 100 halvings of a +-40 sd bracket reach round-off)."""
     from scipy.special import ndtr
@@ -609,6 +609,23 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             std[rows] = np.where(missing, np.sqrt(np.maximum(second - mean**2, 0.0)), 0.0)
         return (filled, std) if return_std else filled
 
+    def conditional_mixture(self, X):
+        """Each entry's distribution given its row's observed entries, as the mixture
+        ``sum_k weights[n, k] N(means[n, k, j], sds[n, k, j]^2)``: ``weights`` (n, K) is
+        p(k | x_obs), ``means`` and ``sds`` (n, K, d) each component's conditional mean
+        and sd (x and 0 where observed)."""
+        X, observed, parts = self._conditional_parts(X)
+        K = self.n_components
+        weights = np.full((X.shape[0], K), 1.0 / K)
+        means = np.broadcast_to(X[:, None, :], (X.shape[0], K, X.shape[1])).copy()
+        sds = np.zeros_like(means)
+        for rows, resp, component_means, cov in parts:
+            missing = (observed[rows] == 0)[:, None, :]
+            weights[rows] = resp
+            means[rows] = np.where(missing, component_means, means[rows])
+            sds[rows] = np.where(missing, np.sqrt(self._marginal_variances(cov)), 0.0)
+        return weights, means, sds
+
     def impute_interval(self, X, level: float = 0.9):
         """Central ``level`` interval of each missing entry: the quantiles
         (1 -/+ level)/2 of its conditional mixture sum_k p(k | x_obs) N(m_k, s_k^2).
@@ -623,7 +640,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             sd = np.sqrt(np.maximum(self._marginal_variances(cov), 1e-300))
             missing = observed[rows] == 0
             for target, out in ((tail, lower), (1.0 - tail, upper)):
-                quantile = _mixture_quantile(resp, means, sd, target)
+                quantile = mixture_quantile(resp, means, sd, target)
                 out[rows] = np.where(missing, quantile, X[rows])
         return lower, upper
 
