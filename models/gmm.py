@@ -311,8 +311,8 @@ def conditional_components(params: Params, X, observed, covariance_type: str):
     D = diag(observed), S = D Sigma_k D + (I - D) is block diagonal after a
     permutation, with Sigma_oo on the observed block and the identity elsewhere, so
     log|S| = log|Sigma_oo| and S^{-1} D (x - mu_k) = Sigma_oo^{-1}(x_o - mu_o).  All n K
-    inverses come from one batched Gauss-Jordan sweep (batch axis last, see
-    :mod:`latentlab.inference.linalg`).
+    inverses come from one batched call with the batch axis last (Gauss-Jordan for
+    d <= 20, see :mod:`latentlab.inference.linalg`).
     """
     K, d = params.means.shape
     cov = component_variances(params.scale, covariance_type, K, d)

@@ -16,8 +16,9 @@ __all__ = ["GAUSS_JORDAN_MAX_SIZE", "spd_inverse_columns", "solve_refined"]
 
 
 # Above this size the Gauss-Jordan sweep, which streams the whole batch through
-# memory K times, loses to batched Cholesky (measured on CPU: 2x faster at K = 10,
-# 1.5x at K = 18, 3x slower at K = 30 for ~1000 matrices).
+# memory K times, loses to batched Cholesky.  Measured on CPU: E-step chunks with
+# K = 5..18 ran 1.6-3.5x faster than with Cholesky + solves; at K = 30 (1920
+# matrices) the sweep alone took 155 ms, the Cholesky factorisation 22 ms.
 GAUSS_JORDAN_MAX_SIZE = 20
 
 
