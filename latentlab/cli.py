@@ -212,7 +212,6 @@ def _write(frame, target, delimiter) -> None:
 
 
 def run_impute(args) -> int:
-    import pandas as pd
 
     from latentlab.impute import Imputer
 
@@ -235,17 +234,44 @@ def run_impute(args) -> int:
         say(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     say(f"imputed with {chosen['model']} (K={chosen['n_components']})")
     out = frame.copy()
-    std_out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=np.float64)
     for name in data.columns:
         out[name] = filled[name]
-        std_out[name] = std[name]
     _write(out, args.output, delimiter)
     if args.std is not None:
-        _write(std_out, args.std, delimiter)
+        _write(_numeric_columns_of(frame, std), args.std, delimiter)
+    if args.interval is not None:
+        bounds = imputer.impute_interval(data, level=args.level, calibrate=not args.plug_in)
+        for bound, path in zip(bounds, args.interval, strict=True):
+            _write(_numeric_columns_of(frame, bound), path, delimiter)
+        if not args.plug_in:
+            nominal = imputer.calibrated_level(args.level)
+            say(f"{args.level:.0%} intervals calibrated on held-out cells (nominal {nominal:.1%})")
     return 0
 
 
+def _numeric_columns_of(frame, values):
+    """A float table shaped like ``frame``: ``values``' columns, empty elsewhere
+    (columns excluded from the model)."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=np.float64)
+    for name in values.columns:
+        out[name] = values[name]
+    return out
+
+
 # -- compare ---------------------------------------------------------------------------
+
+
+def _level(text: str) -> float:
+    """An interval probability strictly between 0 and 1, for argparse."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"level must be a number between 0 and 1, got {text!r}")
+    return value
 
 
 def parse_ks(text: str) -> list[int]:
@@ -423,6 +449,27 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="also write the conditional standard deviation of each cell (0 if observed)",
+    )
+    impute.add_argument(
+        "--interval",
+        nargs=2,
+        default=None,
+        metavar=("LOWER", "UPPER"),
+        help="also write the lower and upper ends of a central interval for each cell "
+        "(the cell itself if observed), calibrated so that it contains --level of "
+        "observed cells hidden and predicted from a refit",
+    )
+    impute.add_argument(
+        "--level",
+        type=_level,
+        default=0.9,
+        help="probability of the --interval intervals (default 0.9)",
+    )
+    impute.add_argument(
+        "--plug-in",
+        action="store_true",
+        help="--interval without calibration: the fitted model's own quantiles, which "
+        "ignore the uncertainty of its parameters (too narrow for few rows)",
     )
 
     compare = sub.add_parser(

@@ -53,6 +53,26 @@ def test_impute_writes_the_inputs_columns_filled(frame, csv_file, tmp_path, caps
     assert "missing entries" in err and "imputed with ppca (K=2)" in err
 
 
+def test_impute_writes_calibrated_intervals(frame, csv_file, tmp_path, capsys):
+    lower, upper = tmp_path / "lower.csv", tmp_path / "upper.csv"
+    argv = ["impute", str(csv_file), "-o", str(tmp_path / "f.csv"), "--model", "ppca", "-k", "2"]
+    assert main([*argv, "--interval", str(lower), str(upper), "--level", "0.8"]) == 0
+    imp = Imputer("ppca", n_components=2, random_state=0).fit(frame)
+    expected = imp.impute_interval(frame, level=0.8, calibrate=True)
+    for path, bound in zip((lower, upper), expected, strict=True):
+        written = pd.read_csv(path)
+        assert list(written.columns) == COLUMNS
+        np.testing.assert_allclose(written.to_numpy(), bound.to_numpy(), rtol=1e-12)
+    assert f"(nominal {imp.calibrated_level(0.8):.1%})" in capsys.readouterr().err
+    assert main([*argv, "--interval", str(lower), str(upper), "--plug-in"]) == 0
+    plug_in = imp.impute_interval(frame, level=0.9)[0].to_numpy()
+    np.testing.assert_allclose(pd.read_csv(lower).to_numpy(), plug_in, rtol=1e-12)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--interval", str(lower), str(upper), "--level", "90"])
+    assert exit_info.value.code == 2
+    assert "level must be a number between 0 and 1" in capsys.readouterr().err
+
+
 def test_semicolons_are_detected_and_non_numeric_columns_explained(frame, tmp_path, capsys):
     path = tmp_path / "semi.csv"
     frame.assign(name=[f"id{i}" for i in range(N)]).to_csv(path, index=False, sep=";")
@@ -98,7 +118,16 @@ def test_help_explains_every_option(capsys):
         main(["impute", "--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--model", "-k K", "--std", "--delimiter", "--exclude", "exit status"):
+    for option in (
+        "--model",
+        "-k K",
+        "--std",
+        "--interval",
+        "--level",
+        "--delimiter",
+        "--exclude",
+        "exit status",
+    ):
         assert option in text
     with pytest.raises(SystemExit) as exit_info:
         main(["impute", "data.csv"])  # -o is required: a usage error
