@@ -182,7 +182,8 @@ def simulated_coverage(X, seeds, say, n_large=2000, min_replicates=10):
     uncertainty; also with ``impute_interval(draw_parameters=True)``, 20 bootstrap
     refits) and with ``n_large`` rows (where it no longer matters).  A small data set
     hides only a few hundred values per draw (a coverage standard error of ~0.015),
-    so at the real size at least ``min_replicates`` data sets are drawn.
+    so at the real size at least ``min_replicates`` data sets are drawn.  Coverage
+    pools the data sets' hidden values; see :func:`_pooled_coverage` for its error.
     Returns ``{"n=...": (coverage, hidden values, Monte-Carlo standard error)}``.
     """
     from latentlab import Imputer
@@ -212,13 +213,26 @@ def simulated_coverage(X, seeds, say, n_large=2000, min_replicates=10):
                     Z_missing, level=LEVEL, calibrate=True
                 )
             for key, (lower, upper) in intervals.items():
-                inside, total = counts.get(key, (0, 0))
-                inside += int(((lower <= Z) & (Z <= upper))[hidden].sum())
-                counts[key] = (inside, total + int(hidden.sum()))
+                inside = int(((lower <= Z) & (Z <= upper))[hidden].sum())
+                counts.setdefault(key, []).append((inside, int(hidden.sum())))
     say(f"  simulated from {chosen}: {counts}")
-    return chosen, {
-        key: (c / t, t, np.sqrt(c / t * (1 - c / t) / t)) for key, (c, t) in counts.items()
-    }
+    return chosen, {key: _pooled_coverage(parts) for key, parts in counts.items()}
+
+
+def _pooled_coverage(parts):
+    """(coverage, hidden values, standard error) from per-data-set (inside, total).
+
+    Coverage varies from one simulated data set to the next by more than binomial
+    error (the fitted parameters, and a calibrated level, change with the data), so
+    with 5 or more data sets the standard error is their spread / sqrt(count).
+    """
+    inside, total = np.array(parts, dtype=float).T
+    coverage = inside.sum() / total.sum()
+    if len(parts) >= 5:
+        se = np.std(inside / total, ddof=1) / np.sqrt(len(parts))
+    else:  # too few data sets to estimate the spread: binomial, an underestimate
+        se = np.sqrt(coverage * (1.0 - coverage) / total.sum())
+    return coverage, int(total.sum()), float(se)
 
 
 def thread_note() -> str:
