@@ -112,7 +112,8 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     that fits the exact likelihood of the observed entries.  Each missing entry gets
     its conditional mean given the observed entries of its row; ``transform(X,
     return_std=True)`` adds conditional standard deviations, :meth:`impute_interval`
-    central intervals and :meth:`sample` multiple imputations.  Columns are
+    central intervals (plug-in, or calibrated on held-out entries) and :meth:`sample`
+    multiple imputations.  Columns are
     standardised inside (observed mean and standard deviation) and every result is
     returned in the original units.
 
