@@ -198,11 +198,11 @@ def simulated_coverage(X, seeds, say, n_large=2000, min_replicates=10):
             draw = fitted.model_.sample(n, random_state=seed)
             Z = draw[0] if isinstance(draw, tuple) else draw
             Z_missing, hidden = hide(Z, 0.2, 1000 + seed)
-            imp = Imputer(
+            imp = Imputer(  # its own seed: independent starts and calibration masks
                 chosen["model"],
                 n_components=chosen["n_components"],
                 standardize=False,
-                random_state=0,
+                random_state=seed,
             ).fit(Z_missing)
             intervals = {f"n={n}": imp.impute_interval(Z_missing, level=LEVEL)}
             if n == X.shape[0]:  # where parameter uncertainty matters: the remedies too
