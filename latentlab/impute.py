@@ -38,6 +38,12 @@ MIXTURE_GRID = (1, 2, 3)
 # "auto" tries one mixture: two full-covariance components detect cluster structure;
 # more overfit small data badly and each costs a compilation.
 AUTO_MIXTURES = (2,)
+# EM tolerance of the candidate fits that only rank models (the chosen one is refitted
+# at ``Imputer.tol``).  On the four benchmark data sets at 20% hidden, 2 seeds each,
+# 1e-3 instead of 1e-4 picked the same model every time, moved the RMSE by at most
+# 0.001 column sd and made ``auto`` 2.5x faster on breast_cancer (FA with 18
+# factors needs 15 SQUAREM cycles instead of ~40).
+SEARCH_TOL = 1e-3
 
 
 def _estimator_class(name: str):
@@ -140,7 +146,8 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         first call, is shared) but its choice varies more from mask to mask.
     tol : float, default=1e-4
         EM stopping tolerance (change of the mean per-sample log-likelihood) for the
-        models Imputer builds from names; estimators passed in keep their own.
+        models Imputer builds from names; estimators passed in keep their own.  The
+        model search's fits, which only rank candidates, stop at ``max(tol, 1e-3)``.
         Imputations settle long before the likelihood does: on the benchmark data
         sets (20% hidden) going from 1e-4 to 1e-5 changes the RMSE of the imputed
         values by under 0.001 column sd but takes 2-5x more EM iterations.
@@ -289,7 +296,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _to_estimator(self, spec, seed):
         """(family, K, unfitted estimator) for a (name, K) pair or an estimator."""
-        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+        if _is_named(spec):
             name, K = spec
             if name not in FAMILIES:
                 raise ValueError(f"Unknown candidate model {name!r}; expected one of {FAMILIES}")
@@ -397,6 +404,9 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         for spec in _progress(specs, "imputer: scoring models", self.verbose):
             family, K, est = self._to_estimator(spec, seed)
             row = {"model": family, "n_components": K, "estimator": est, "note": ""}
+            scored = clone(est)
+            if _is_named(spec):  # models Imputer builds: looser tol while only ranking
+                scored.set_params(tol=max(self.tol, SEARCH_TOL))
             start = time.perf_counter()
             try:
                 per_row, fits = np.zeros(Xs.shape[0]), []
@@ -404,7 +414,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     warnings.simplefilter("always")
                     for hidden in masks:
                         X_train = np.where(hidden, np.nan, Xs)
-                        fitted = clone(est).fit(X_train)
+                        fitted = clone(scored).fit(X_train)
                         per_row += fitted.score_samples(Xs) - fitted.score_samples(X_train)
                         fits.append(fitted)
                 row["fits"] = fits  # reused to calibrate intervals if the row wins
@@ -702,6 +712,11 @@ def _pit_scores(fitted, Xs, hidden):
     z = (Xs[rows, cols][:, None] - means[rows, :, cols]) / np.maximum(sds[rows, :, cols], 1e-300)
     cdf = np.einsum("nc,nc->n", weights[rows], ndtr(z))
     return np.abs(2.0 * cdf - 1.0)
+
+
+def _is_named(spec) -> bool:
+    """Whether a candidate is a ``(family name, K)`` pair (else an estimator)."""
+    return isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str)
 
 
 def _check_model_object(est) -> None:

@@ -16,7 +16,7 @@ from sklearn.pipeline import make_pipeline
 
 import latentlab
 from latentlab import Imputer, rubin_pool
-from latentlab.impute import _pit_scores, default_candidates
+from latentlab.impute import SEARCH_TOL, _pit_scores, default_candidates
 
 N, D, RANK = 240, 6, 2
 NOISE = 0.7
@@ -254,8 +254,15 @@ def test_auto_picks_planted_family_and_rank():
     assert len(table) == 3 and table.iloc[0]["model"] == "fa"
     assert table["heldout_loglik"].is_monotonic_decreasing
     assert table.iloc[0]["se_diff"] == 0
-    # the search cost must not leak into the fitted model: refitted on all rows
+    # the search cost must not leak into the fitted model: refitted on all rows, at
+    # Imputer's tol; the fits that only rank candidates stop earlier
     assert imp.model_.n_features_in_ == D
+    assert imp.model_.tol == imp.tol == 1e-4
+    assert [fit.tol for fit in imp._heldout[0]] == [SEARCH_TOL] * imp.n_repeats
+    # an estimator passed in keeps its own tol, in the search too
+    given = Imputer("auto", candidates=[latentlab.FactorAnalysis(2, tol=1e-6)], random_state=0)
+    given.fit(X_missing)
+    assert given.model_.tol == 1e-6 and {fit.tol for fit in given._heldout[0]} == {1e-6}
 
 
 def test_default_candidates_stay_small():
