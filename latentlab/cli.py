@@ -212,7 +212,6 @@ def _write(frame, target, delimiter) -> None:
 
 
 def run_impute(args) -> int:
-
     from latentlab.impute import Imputer
 
     frame, delimiter = read_table(args.data, args.delimiter, args.na_values)
@@ -249,6 +248,17 @@ def run_impute(args) -> int:
     return 0
 
 
+def _level(text: str) -> float:
+    """An interval probability strictly between 0 and 1, for argparse."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"level must be a number between 0 and 1, got {text!r}")
+    return value
+
+
 def _numeric_columns_of(frame, values):
     """A float table shaped like ``frame``: ``values``' columns, empty elsewhere
     (columns excluded from the model)."""
@@ -261,17 +271,6 @@ def _numeric_columns_of(frame, values):
 
 
 # -- compare ---------------------------------------------------------------------------
-
-
-def _level(text: str) -> float:
-    """An interval probability strictly between 0 and 1, for argparse."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"level must be a number between 0 and 1, got {text!r}")
-    return value
 
 
 def parse_ks(text: str) -> list[int]:

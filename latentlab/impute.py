@@ -119,9 +119,8 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     its conditional mean given the observed entries of its row; ``transform(X,
     return_std=True)`` adds conditional standard deviations, :meth:`impute_interval`
     central intervals (plug-in, or calibrated on held-out entries) and :meth:`sample`
-    multiple imputations.  Columns are
-    standardised inside (observed mean and standard deviation) and every result is
-    returned in the original units.
+    multiple imputations.  Columns are standardised inside (observed mean and
+    standard deviation) and every result is returned in the original units.
 
     Parameters
     ----------
