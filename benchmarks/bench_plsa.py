@@ -1,29 +1,31 @@
-"""pLSA EM against scikit-learn's KL-NMF (multiplicative updates), side by side.
+"""pLSA EM against scikit-learn's KL-NMF (multiplicative updates), at the same objective.
 
 pLSA's EM and NMF with the generalised KL divergence share their fixed points
-(Gaussier & Goutte 2005): ``N_d theta_d Phi`` is NMF's ``W H``.  One synthetic sparse
-corpus, one random start given to both, and:
+(Gaussier & Goutte 2005): ``N_d theta_d Phi`` is NMF's ``W H``, and for EM (whose
+row sums of ``W H`` equal the documents' lengths) ``D(X || W H) = const - log L``.
+Both sides are therefore compared by the one number they both minimise, the KL
+divergence, from one random start given to both, for each K:
 
-* **same iteration count**: ``NMF(beta_loss="kullback-leibler", solver="mu", tol=0)``
-  and ``latentlab.PLSA(accelerate=False, tol=0)``, both ``--iterations`` iterations.
-  One NMF iteration updates W and then H (two passes over the nonzeros), one EM
-  iteration both factors from one E-step.  ``PLSA.fit`` also ends with a fold-in of
-  every document at the final topics; the EM loop alone is timed as well (the
-  engine: ``run_em`` on the nonzeros);
-* **defaults**: ``PLSA()`` (SQUAREM, tol=1e-8) against ``NMF()`` (tol=1e-4,
-  max_iter=200), each with the objective it reaches;
-* optionally (``--lda``) scikit-learn's ``LatentDirichletAllocation`` (batch
-  variational Bayes) for the same number of iterations: a different model, timed
-  for orientation only.
+* **same objective, PLSA's defaults**: ``PLSA()`` (SQUAREM, relative tol=1e-8, plus the
+  final fold-in) against ``NMF(beta_loss="kullback-leibler", solver="mu", tol=0)`` run
+  for the fewest iterations (in steps of ``--chunk``) that reach PLSA's divergence, or
+  ``--nmf-cap`` iterations if it never does (then it is marked "not reached");
+* **same objective, NMF's defaults**: ``NMF()`` (tol=1e-4, max_iter=200) against
+  ``PLSA(tol=0, max_iter=c)`` with c the first SQUAREM cycle whose objective reaches
+  NMF's divergence;
+* **same iteration count** (plain EM, no SQUAREM) for reference: ``--iterations`` each.
 
-The sides are interleaved, warm medians reported, first calls (with XLA compilation)
-apart, and the thread settings printed beside the ratios.
+The iteration counts are found in an untimed pass (NMF is resumed from its own
+factors chunk by chunk, which is exactly a longer run: ``tol=0`` keeps no state).
+Then the sides are interleaved, warm medians reported, first calls (with XLA
+compilation) apart, and the thread settings printed beside the ratios.
 
 Usage::
 
-    python benchmarks/bench_plsa.py                # 2,000 docs x 1,000 words, K = 10
-    python benchmarks/bench_plsa.py --quick        # 300 x 200, K = 5
-    python benchmarks/bench_plsa.py --threads 1    # one thread on each side
+    python benchmarks/bench_plsa.py                     # digits (1,797 x 64), K = 5 10 20
+    python benchmarks/bench_plsa.py --k 10 --repeats 5
+    python benchmarks/bench_plsa.py --data synthetic    # 2,000 x 1,000 sparse, K = 10
+    python benchmarks/bench_plsa.py --threads 1         # one thread on each side
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import warnings
 
 import numpy as np
 from _threads import apply_thread_option
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,54 +66,57 @@ def product_at_nonzeros(X, W, H):
     return np.einsum("ik,ik->i", W[rows], H.T[X.indices])
 
 
-def divergences(models, X, lengths) -> dict:
-    """KL divergence of every fit (lower is better); pLSA as N_d theta_d Phi."""
-    out = {}
-    for name, model in models.items():
-        if hasattr(model, "params_"):
-            W = lengths[:, None] * model.params_["theta"]
-            H = model.params_["phi"]
-        elif hasattr(model, "components_") and name.startswith("sklearn NMF"):
-            W, H = model.W_, model.components_
-        else:
-            continue
-        out[name] = kl_divergence(X, product_at_nonzeros(X, W, H), float(W.sum(0) @ H.sum(1)))
-    return out
+def nmf_fit(K, theta0, phi0, lengths, **settings):
+    """A timed fit: ``NMF(kl, mu)`` from ``W = N_d theta0``, ``H = phi0``."""
+    from sklearn.decomposition import NMF
+
+    def fit(X):
+        model = NMF(K, beta_loss="kullback-leibler", solver="mu", init="custom", **settings)
+        model.W_ = model.fit_transform(X, W=lengths[:, None] * theta0, H=phi0.copy())
+        return model
+
+    return fit
 
 
-def make_fits(X, K: int, iterations: int, theta0, phi0, lda: bool):
-    from sklearn.decomposition import NMF, LatentDirichletAllocation
-
+def plsa_fit(K, theta0, phi0, **settings):
     import latentlab
 
-    lengths = np.asarray(X.sum(axis=1)).ravel()
+    def fit(X):
+        start = dict(doc_topic_init=theta0, topic_word_init=phi0)
+        return latentlab.PLSA(K, **start, **settings).fit(X)
 
-    def nmf(**settings):
-        def fit(X):
-            model = NMF(K, beta_loss="kullback-leibler", solver="mu", init="custom", **settings)
-            model.W_ = model.fit_transform(X, W=lengths[:, None] * theta0, H=phi0.copy())
-            return model
+    return fit
 
-        return fit
 
-    start = dict(doc_topic_init=theta0, topic_word_init=phi0)
-    fits = {
-        "sklearn NMF kl/mu": nmf(tol=0.0, max_iter=iterations),
-        "PLSA em, plain": lambda X: latentlab.PLSA(
-            K, accelerate=False, tol=0.0, max_iter=iterations, **start
-        ).fit(X),
-        "sklearn NMF default": nmf(),
-        "PLSA default": lambda X: latentlab.PLSA(K, **start).fit(X),
-    }
-    if lda:
-        fits["sklearn LDA (other model)"] = lambda X: LatentDirichletAllocation(
-            K, learning_method="batch", max_iter=iterations, random_state=0
-        ).fit(X)
-    return fits
+def divergence(X, model, lengths) -> float:
+    """D(X || W H) of a fit; pLSA as ``W = N_d theta_d``, ``H = Phi``."""
+    if hasattr(model, "params_"):
+        W, H = lengths[:, None] * model.params_["theta"], model.params_["phi"]
+    else:
+        W, H = model.W_, model.components_
+    return kl_divergence(X, product_at_nonzeros(X, W, H), float(W.sum(0) @ H.sum(1)))
+
+
+def nmf_iterations_to(X, X_fit, K, theta0, phi0, lengths, target, chunk, cap):
+    """Fewest NMF iterations (a multiple of ``chunk``) reaching divergence <= target, or
+    None within ``cap``; NMF is resumed from its own factors (tol=0: no other state)."""
+    from sklearn.decomposition import NMF
+
+    W, H = lengths[:, None] * theta0, phi0.copy()
+    done = 0
+    while done < cap:
+        model = NMF(K, beta_loss="kullback-leibler", solver="mu", init="custom", tol=0.0)
+        model.set_params(max_iter=chunk)
+        W = model.fit_transform(X_fit, W=W, H=H)
+        H = model.components_
+        done += chunk
+        if kl_divergence(X, product_at_nonzeros(X, W, H), float(W.sum(0) @ H.sum(1))) <= target:
+            return done
+    return None
 
 
 def em_loop_timer(X, K: int, iterations: int, theta0, phi0):
-    """The EM engine alone: ``iterations`` plain EM steps on the nonzeros, no fold-in."""
+    """The EM engine alone: ``iterations`` plain EM steps, no fold-in."""
     import jax
     import jax.numpy as jnp
     from latentlab.models import plsa
@@ -143,34 +149,128 @@ def em_loop_timer(X, K: int, iterations: int, theta0, phi0):
     return fit
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n-docs", type=int, default=2000)
-    parser.add_argument("--n-words", type=int, default=1000)
-    parser.add_argument("--n-components", type=int, default=10)
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="1: one thread each side")
-    parser.add_argument("--lda", action="store_true", help="also time scikit-learn's LDA")
-    parser.add_argument("--quick", action="store_true", help="300 x 200, K = 5")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.n_docs, args.n_words, args.n_components, args.repeats = 300, 200, 5, 2
-    apply_thread_option(args.threads)  # before JAX starts
+def bench_one(X, K, args, counter):
+    """Both sides from one start; ``X`` is CSR, the fits get it dense when it is dense
+    enough (digits: what a user passes, and scikit-learn's faster path)."""
+    from bench_ppca import run_timings
 
-    import jax
-    import sklearn
-    from bench_ppca import CompileCounter, print_settings, run_timings, thread_settings
-    from threadpoolctl import threadpool_limits
+    X_fit = X.toarray() if X.nnz >= 0.3 * np.prod(X.shape) else X
 
-    import latentlab
-
-    K, iterations = args.n_components, args.iterations
-    X = make_corpus(args.n_docs, args.n_words, K)
     rng = np.random.default_rng(1)
     theta0 = rng.dirichlet(np.ones(K), X.shape[0])
     phi0 = rng.dirichlet(np.ones(X.shape[1]), K)
     lengths = np.asarray(X.sum(axis=1)).ravel()
+    # untimed pass: the objectives of both defaults, and what each side needs to reach
+    # the other's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plsa_default = plsa_fit(K, theta0, phi0)(X_fit)
+        nmf_default = nmf_fit(K, theta0, phi0, lengths)(X_fit)
+        plsa_long = plsa_fit(K, theta0, phi0, tol=0.0, max_iter=args.nmf_cap // 4)(X_fit)
+    kl_plsa, kl_nmf = divergence(X, plsa_default, lengths), divergence(X, nmf_default, lengths)
+    nmf_needed = nmf_iterations_to(
+        X, X_fit, K, theta0, phi0, lengths, kl_plsa, args.chunk, args.nmf_cap
+    )
+    # KL = const - log L for EM's iterates: the first cycle whose objective reaches NMF's
+    const = kl_plsa + plsa_default.log_likelihoods_[-1]
+    reached = np.flatnonzero(const - plsa_long.log_likelihoods_ <= kl_nmf)
+    plsa_needed = int(reached[0]) + 1 if reached.size else None
+
+    fits = {
+        "PLSA default": plsa_fit(K, theta0, phi0),
+        "NMF to PLSA default's KL": nmf_fit(
+            K, theta0, phi0, lengths, tol=0.0, max_iter=nmf_needed or args.nmf_cap
+        ),
+        "NMF default": nmf_fit(K, theta0, phi0, lengths),
+        "PLSA to NMF default's KL": plsa_fit(
+            K, theta0, phi0, tol=0.0, max_iter=plsa_needed or args.nmf_cap // 4
+        ),
+        "NMF plain iterations": nmf_fit(
+            K, theta0, phi0, lengths, tol=0.0, max_iter=args.iterations
+        ),
+        "PLSA EM loop, plain iterations": em_loop_timer(X, K, args.iterations, theta0, phi0),
+    }
+    with warnings.catch_warnings(), threadpool_limits(args.threads):
+        warnings.simplefilter("ignore")  # ConvergenceWarning at a fixed iteration count
+        cold, warm, compiles, models = run_timings(fits, X_fit, args.repeats, counter)
+    median = {name: statistics.median(times) for name, times in warm.items()}
+    print(f"\n== K = {K}: first call, warm median, warm min (s); KL divergence D(X || W H)")
+    for name in fits:
+        model = models[name]
+        kl = (
+            ""
+            if name.startswith("PLSA EM loop")
+            else f"   KL {divergence(X, model, lengths):14.3f}"
+        )
+        n_iter = getattr(model, "n_iter_", None)
+        print(
+            f"  {name:32s}{cold[name]:9.3f}{median[name]:9.3f}{min(warm[name]):9.3f}"
+            f"   compiles {compiles[name]['cold_count']:3d} / {compiles[name]['warm_count']}"
+            f"{kl}" + (f"   n_iter {n_iter}" if n_iter is not None else "")
+        )
+    note = "" if nmf_needed else f"  (NMF did not reach it in {args.nmf_cap} iterations)"
+    ratios = {
+        "plsa_default_vs_nmf_same_kl": median["PLSA default"] / median["NMF to PLSA default's KL"],
+        "plsa_vs_nmf_default_same_kl": median["PLSA to NMF default's KL"] / median["NMF default"],
+        "plain_iterations_em_loop": median["PLSA EM loop, plain iterations"]
+        / median["NMF plain iterations"],
+        "first_call_plsa_default_vs_nmf_same_kl": cold["PLSA default"]
+        / cold["NMF to PLSA default's KL"],
+    }
+    print("  ratios latentlab / scikit-learn (warm medians; < 1: latentlab is faster)")
+    print(
+        f"    PLSA default (KL {kl_plsa:.1f}) vs NMF to the same KL ({nmf_needed} iterations): "
+        f"{ratios['plsa_default_vs_nmf_same_kl']:6.2f}x{note}"
+    )
+    print(
+        f"    PLSA to NMF default's KL ({kl_nmf:.1f}; {plsa_needed} cycles) vs NMF default: "
+        f"{ratios['plsa_vs_nmf_default_same_kl']:6.2f}x"
+    )
+    print(
+        f"    {args.iterations} plain iterations, EM loop vs NMF: "
+        f"{ratios['plain_iterations_em_loop']:6.2f}x"
+    )
+    print(
+        "    first calls (with compilation), PLSA default vs NMF to the same KL: "
+        f"{ratios['first_call_plsa_default_vs_nmf_same_kl']:6.2f}x"
+    )
+    return {
+        "ratios": ratios,
+        "median_seconds": median,
+        "first_call_seconds": cold,
+        "kl": {"plsa_default": kl_plsa, "nmf_default": kl_nmf},
+        "nmf_iterations_to_plsa_default": nmf_needed,
+        "plsa_cycles_to_nmf_default": plsa_needed,
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", choices=("digits", "synthetic"), default="digits")
+    parser.add_argument("--k", type=int, nargs="+", default=None, help="numbers of topics")
+    parser.add_argument("--iterations", type=int, default=100, help="plain iterations")
+    parser.add_argument("--chunk", type=int, default=50, help="NMF iteration search step")
+    parser.add_argument("--nmf-cap", type=int, default=2000, help="most NMF iterations")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="1: one thread each side")
+    args = parser.parse_args(argv)
+    apply_thread_option(args.threads)  # before JAX starts
+
+    import jax
+    import sklearn
+    from bench_ppca import CompileCounter, print_settings, thread_settings
+
+    import latentlab
+
+    if args.data == "digits":
+        import scipy.sparse as sp
+        from sklearn.datasets import load_digits
+
+        X = sp.csr_matrix(load_digits().data)  # for the divergences; fits get it dense
+        ks = args.k or [5, 10, 20]
+    else:
+        X = make_corpus(2000, 1000, 10)
+        ks = args.k or [10]
     versions = {
         "python": sys.version.split()[0],
         "numpy": np.__version__,
@@ -179,46 +279,13 @@ def main(argv=None) -> dict:
         "latentlab": latentlab.__version__,
     }
     print(
-        f"pLSA benchmark: {X.shape[0]:,} documents x {X.shape[1]:,} words, K = {K}, "
+        f"pLSA benchmark ({args.data}): {X.shape[0]:,} documents x {X.shape[1]:,} words, "
         f"nnz = {X.nnz:,} ({X.nnz / np.prod(X.shape):.1%}), {int(X.sum()):,} tokens, "
-        f"{iterations} iterations, {args.repeats} repeats"
+        f"K = {ks}, {args.repeats} repeats"
     )
     print_settings(thread_settings(), versions)
-    fits = make_fits(X, K, iterations, theta0, phi0, args.lda)
-    fits["PLSA EM loop only"] = em_loop_timer(X, K, iterations, theta0, phi0)
     counter = CompileCounter()
-    with warnings.catch_warnings(), threadpool_limits(args.threads):
-        warnings.simplefilter("ignore")  # ConvergenceWarning at a fixed iteration count
-        cold, warm, compiles, models = run_timings(fits, X, args.repeats, counter)
-
-    median = {name: statistics.median(times) for name, times in warm.items()}
-    kl = divergences(models, X, lengths)
-    print("\n== timings (s): first call, warm median, warm min; KL divergence D(X || fit)")
-    for name in fits:
-        extra = f"   KL {kl[name]:14.4f}" if name in kl else ""
-        n_iter = getattr(models[name], "n_iter_", None)
-        extra += f"   n_iter {n_iter}" if n_iter is not None else ""
-        print(
-            f"  {name:28s}{cold[name]:9.3f}{median[name]:9.3f}{min(warm[name]):9.3f}"
-            f"   compiles {compiles[name]['cold_count']:3d} / {compiles[name]['warm_count']}"
-            f"{extra}"
-        )
-    same = median["PLSA em, plain"] / median["sklearn NMF kl/mu"]
-    loop = median["PLSA EM loop only"] / median["sklearn NMF kl/mu"]
-    default = median["PLSA default"] / median["sklearn NMF default"]
-    print("\n== ratios latentlab / scikit-learn (warm medians; < 1 means latentlab is faster)")
-    print(f"  {iterations} iterations each, PLSA.fit (EM + final fold-in): {same:6.2f}x")
-    print(f"  {iterations} iterations each, EM loop alone:                  {loop:6.2f}x")
-    print(f"  defaults (PLSA: SQUAREM to tol=1e-8; NMF: tol=1e-4):      {default:6.2f}x")
-    gap = kl["PLSA default"] - kl["sklearn NMF default"]
-    print(f"  KL divergence at the defaults, PLSA - NMF: {gap:+.4f} (negative: PLSA fits better)")
-    return {
-        "same_iterations_ratio": same,
-        "em_loop_ratio": loop,
-        "defaults_ratio": default,
-        "median_seconds": median,
-        "kl": kl,
-    }
+    return {K: bench_one(X, K, args, counter) for K in ks}
 
 
 if __name__ == "__main__":

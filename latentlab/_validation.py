@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from sklearn.utils.validation import validate_data
 
 __all__ = [
+    "InputTypeError",
     "check_data",
+    "check_dense_numeric",
+    "check_magnitude",
     "check_n_components",
     "check_option",
     "check_no_empty_rows",
@@ -21,11 +26,85 @@ def check_option(name: str, value, allowed) -> None:
         raise ValueError(f"Unknown {name}={value!r}; expected one of {expected}")
 
 
+class InputTypeError(ValueError, TypeError):
+    """Input of a kind an estimator cannot take (sparse matrix, dates, ...).
+
+    A ``ValueError`` as the design asks of bad input, and a ``TypeError`` for code
+    written against scikit-learn's validation, which raises that for these cases.
+    """
+
+
+def _date_columns(X) -> list[str]:
+    """Names of a DataFrame's date, time-span and period columns.
+
+    NumPy cannot cast these to float (``DTypePromotionError``).  Other columns are
+    left to scikit-learn: numbers stored as object or category convert, and text
+    fails with a ``ValueError`` quoting the value.
+    """
+    pandas = sys.modules.get("pandas")  # a DataFrame means pandas is imported already
+    if pandas is None or not isinstance(X, pandas.DataFrame):
+        return []
+    from pandas.api.types import is_datetime64_any_dtype, is_timedelta64_dtype
+
+    return [
+        str(c)
+        for c, t in X.dtypes.items()
+        if is_datetime64_any_dtype(t)
+        or is_timedelta64_dtype(t)
+        or isinstance(t, pandas.PeriodDtype)
+    ]
+
+
+def check_dense_numeric(X, who: str = "X") -> None:
+    """Refuse sparse matrices, and DataFrame columns of dates, by name.
+
+    scikit-learn's own checks fail on these later with a ``TypeError`` (or NumPy's
+    ``DTypePromotionError`` for dates) that does not say which column is the problem.
+    """
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse matrix or array
+        raise InputTypeError(
+            f"{who} is a sparse matrix, but this estimator needs dense data: pass "
+            f"{who}.toarray() if it fits in memory"
+        )
+    bad = _date_columns(X)
+    if bad:
+        raise InputTypeError(
+            f"{who} has non-numeric column(s) {bad} holding dates or time spans: "
+            "latentlab models numbers only; drop them or encode them as numbers first"
+        )
+
+
+def check_magnitude(X: np.ndarray, who: str = "X") -> None:
+    """Refuse values whose sums of squares overflow float64.
+
+    Every estimator here forms sums of squares (scatter matrices, squared distances,
+    Gaussian log-densities), which overflow to inf once |x| reaches about
+    sqrt(max float / number of entries) -- near 1e154 for small data.  The results
+    (variances of order x^2) would not be representable either, so refuse and let
+    the user rescale; ``Imputer``, which standardises anyway, rescales by itself.
+    """
+    if X.size == 0:
+        return
+    largest = float(np.nanmax(np.abs(X))) if not np.isnan(X).all() else 0.0
+    limit = np.sqrt(np.finfo(np.float64).max / X.size)
+    if largest >= limit:
+        raise ValueError(
+            f"{who} has values as large as {largest:.3g} in magnitude: sums of their "
+            f"squares over its {X.shape[0]} x {X.shape[1]} entries overflow float64 "
+            f"(limit {limit:.3g} for this shape). Rescale {who} first, e.g. divide it "
+            "by a power of ten."
+        )
+
+
 def check_data(estimator, X, *, reset: bool, allow_nan: bool, min_samples: int = 1):
     """Validate X as a 2-D float array (NaN allowed only when the model handles it).
 
-    Infinite values are always rejected; scikit-learn's message names them.
+    Infinite values are always rejected (scikit-learn's message names them), and so
+    are sparse matrices, non-numeric DataFrame columns and values so large that
+    their sums of squares overflow (:func:`check_magnitude`), each by a
+    ``ValueError`` that names the problem.
     """
+    check_dense_numeric(X)
     X = validate_data(
         estimator,
         X,
@@ -34,7 +113,9 @@ def check_data(estimator, X, *, reset: bool, allow_nan: bool, min_samples: int =
         ensure_all_finite="allow-nan" if allow_nan else True,
         ensure_min_samples=min_samples,
     )
-    return np.asarray(X, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    check_magnitude(X)
+    return X
 
 
 def _check_no_empty(mask: np.ndarray, axis: int, what: str) -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
+import re
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,7 +25,9 @@ DELIMITERS = ",;\t|"
 EXIT_CODES = """\
 exit status: 0 on success, 1 when the input cannot be used (missing or unparsable
 file, non-numeric or empty column, model failure; the reason is printed on stderr),
-2 for a malformed command line.
+2 for a malformed command line, 141 when the reader of standard output (e.g. head)
+closes it early. Two outputs may not name the same file, and no output but -o may
+name the input; files are replaced only once everything has been computed.
 
 Compiled XLA programs are cached in $LATENTLAB_CACHE_DIR (default
 ~/.cache/latentlab/jax), so later runs on data of the same shape start faster; set
@@ -47,7 +53,7 @@ def _load(name: str) -> np.ndarray:
 
 def run_demo(
     dataset: str = "wine",
-    max_components: int = 6,
+    max_components: int = 10,
     folds: int = 5,
     missing: float = 0.1,
     seed: int = 0,
@@ -81,13 +87,17 @@ def run_demo(
     )
     table["em_iter"] = [fitted[name].n_iter_ for name in table.index]
     table = table.sort_values("K").set_index("K")
-    table = table[["loglik", "n_params", "BIC", "heldout_loglik", "heldout_se", "em_iter"]]
+    columns = ["loglik", "n_params", "BIC", "heldout_loglik", "heldout_se"]
+    table = table[[*columns, "heldout_se_diff", "near_best", "em_iter"]]
     say(f"  done in {time.perf_counter() - start:.1f} s")
     best_k = int(table["heldout_loglik"].idxmax())
     best_bic = int(table["BIC"].idxmin())
     say(f"\nModel comparison (log-likelihoods in nats; held-out is per sample, {folds}-fold):")
     say(table.to_string(float_format=lambda v: f"{v:.3f}"))
     say(f"\nBest K by held-out log-likelihood: {best_k};  by BIC: {best_bic}")
+    close = [int(K) for K in table.index[table["near_best"] == "within 1 SE"]]
+    if close:
+        say(f"  within one paired standard error of the best: K = {close}")
 
     rng = np.random.default_rng(seed)
     hidden = rng.random(X.shape) < missing
@@ -120,8 +130,18 @@ def _delimiter(text: str) -> str:
     return "\t" if text.lower() in ("tab", "\\t") else text
 
 
-def read_table(path, delimiter=None, na_values=None):
-    """A CSV file as a DataFrame, and the delimiter used (guessed when None).
+class Table(NamedTuple):
+    """A CSV file as read: typed values, the cells' text, and how it was written."""
+
+    frame: object  # DataFrame with pandas' dtypes (unique column names)
+    text: object  # the same cells as strings (NaN where missing), for verbatim output
+    header: list  # the header row as written (duplicates kept)
+    delimiter: str
+    decimal: str
+
+
+def read_table(path, delimiter=None, na_values=None, decimal=".") -> Table:
+    """A CSV file as a :class:`Table` (the delimiter guessed when None).
 
     Raises :class:`InputError` with a message a user can act on.
     """
@@ -142,12 +162,18 @@ def read_table(path, delimiter=None, na_values=None):
     if not sample.strip():
         raise InputError(f"{str(path)!r} is empty")
     if delimiter is None:
+        # with decimal commas the field separator cannot be a comma
+        candidates = DELIMITERS.replace(decimal, "")
         try:
-            delimiter = csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+            delimiter = csv.Sniffer().sniff(sample, delimiters=candidates).delimiter
         except csv.Error:
-            delimiter = ","
+            delimiter = candidates[0]
+    if delimiter == decimal:
+        raise InputError(f"--delimiter and --decimal are both {delimiter!r}; they must differ")
+    options = dict(sep=delimiter, na_values=na_values)
     try:
-        frame = pd.read_csv(path, sep=delimiter, na_values=na_values)
+        frame = pd.read_csv(path, decimal=decimal, **options)
+        text = pd.read_csv(path, dtype=str, **options)
     except pd.errors.ParserError as err:
         reason = str(err).strip().splitlines()[-1]
         raise InputError(
@@ -167,23 +193,48 @@ def read_table(path, delimiter=None, na_values=None):
         raise InputError(
             f"{str(path)!r} has only {frame.shape[1]} column with delimiter {delimiter!r}{hint}"
         )
-    return frame, delimiter
+    if frame.shape[0] == 0:
+        raise InputError(f"{str(path)!r} has a header row but no data rows")
+    # pandas renames a repeated column "a" to "a.1"; the output keeps the header as written
+    header = next(csv.reader(sample.splitlines()[:1], delimiter=delimiter), [])
+    if len(header) != frame.shape[1]:
+        header = [str(c) for c in frame.columns]
+    return Table(frame, text, header, delimiter, decimal)
 
 
-def _numeric_part(frame, exclude):
+# a number written with a decimal comma, e.g. "-1,5", "1.234,5", "2,5e-3"
+DECIMAL_COMMA = re.compile(r"[+-]?(\d+|\d{1,3}(\.\d{3})+)?(,\d+)?([eE][+-]?\d+)?")
+
+
+def _numeric_part(table: Table, exclude):
     """The columns to model, after checking --exclude and refusing non-numeric ones."""
     from pandas.api.types import is_complex_dtype, is_numeric_dtype
 
+    frame = table.frame
     names = [str(c) for c in frame.columns]
     unknown = [c for c in exclude if c not in names]
     if unknown:
         raise InputError(f"--exclude names column(s) not in the file: {unknown}")
+    repeated = [c for c in exclude if table.header.count(c) > 1]
+    if repeated:
+        raise InputError(
+            f"--exclude {repeated[0]!r} is ambiguous: the header has {repeated[0]!r} "
+            f"{table.header.count(repeated[0])} times; rename the columns"
+        )
     keep = [c for c, name in zip(frame.columns, names, strict=True) if name not in exclude]
     bad = [
         str(c)
         for c in keep
         if not is_numeric_dtype(frame[c].dtype) or is_complex_dtype(frame[c].dtype)
     ]
+    if bad and table.decimal != ",":
+        comma = [c for c in bad if _decimal_commas(table.text[c])]
+        if comma:
+            example = next(t for t in table.text[comma[0]].dropna() if "," in t)
+            raise InputError(
+                f"column(s) {comma} hold numbers written with a decimal comma (e.g. "
+                f"{example.strip()!r}): pass --decimal ','"
+            )
     if bad:
         shown = " ".join(f"'{c}'" for c in bad)
         raise InputError(
@@ -195,17 +246,120 @@ def _numeric_part(frame, exclude):
     return frame[keep]
 
 
-def _write(frame, target, delimiter) -> None:
+def _decimal_commas(texts) -> bool:
+    """Whether every cell is a number once its decimal comma is read as a point."""
+    cells = [t.strip() for t in texts.dropna()]
+    return (
+        any("," in t for t in cells)
+        and all(DECIMAL_COMMA.fullmatch(t) for t in cells)
+        and all(any(ch.isdigit() for ch in t) for t in cells)
+    )
+
+
+def _formatter(texts, decimal: str):
+    """Format numbers with the precision of a column's cells as written: as many
+    decimals as its most precise cell, or as many significant digits in
+    scientific notation if any cell uses an exponent."""
+    places, digits, scientific = 0, 1, False
+    for cell in texts.dropna():
+        mantissa, exponent, _ = cell.strip().lower().partition("e")
+        scientific |= bool(exponent)
+        whole, _, fraction = mantissa.lstrip("+-").partition(decimal)
+        places = max(places, len(fraction))
+        digits = max(digits, len((whole + fraction).lstrip("0")) or 1)
+    spec = f".{digits - 1}e" if scientific else f".{places}f"
+
+    def fmt(value: float) -> str:
+        return format(value, spec).replace(".", decimal)
+
+    return fmt
+
+
+def _filled_table(table: Table, data, filled, full_precision: bool):
+    """The output table: every cell as written in the input, except the imputed ones,
+    written with their column's precision (or in full: the shortest exact text)."""
+    out = table.text.copy()
+    for name in data.columns:
+        gaps = data[name].isna().to_numpy()
+        if not gaps.any():
+            continue
+        if full_precision:
+
+            def fmt(value, decimal=table.decimal):
+                return repr(float(value)).replace(".", decimal)
+
+        else:
+            fmt = _formatter(table.text[name][~gaps], table.decimal)
+        column = out[name].to_numpy(dtype=object)
+        column[gaps] = [fmt(v) for v in filled[name].to_numpy(dtype=np.float64)[gaps]]
+        out[name] = column
+    out.columns = table.header
+    return out
+
+
+def _check_paths(data, outputs, in_place=()):
+    """Refuse two outputs naming one file, or an output that is the input (except the
+    flags in ``in_place``: the input is read before anything is written).
+
+    ``outputs`` are (flag, path) pairs; '-' is standard output.  Paths are compared
+    after resolving links and '..', and by inode where both exist.
+    """
+    outputs = [(flag, path) for flag, path in outputs if path is not None]
+
+    def same(a, b):
+        if a == "-" or b == "-":
+            return a == b
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        try:
+            return os.path.samefile(a, b)
+        except OSError:  # one does not exist yet
+            return False
+
+    for i, (flag, path) in enumerate(outputs):
+        for flag2, path2 in outputs[:i]:
+            if same(path, path2):
+                where = "standard output" if path == "-" else f"the file {path2!r}"
+                raise InputError(
+                    f"{flag2} and {flag} both name {where}; give each output its own path"
+                )
+        if flag not in in_place and same(path, str(data)):
+            raise InputError(f"{flag} {path!r} is the input file; refusing to overwrite the data")
+
+
+def _write(frame, target, delimiter, decimal=".") -> None:
+    """Write a CSV table to a file, or to stdout for '-'.
+
+    A file is written to a temporary file beside it and renamed over the target, so
+    a failure never leaves a half-written file, and the input can be the output.
+    """
+    options = dict(index=False, sep=delimiter, decimal=decimal)
     if str(target) == "-":
-        frame.to_csv(sys.stdout, index=False, sep=delimiter)
+        frame.to_csv(sys.stdout, **options)
         return
-    target = Path(target)
+    target = Path(os.path.realpath(target))  # through symlinks: replace the file, not the link
     if not target.parent.exists():
         raise InputError(f"cannot write {str(target)!r}: folder {str(target.parent)!r} missing")
     try:
-        frame.to_csv(target, index=False, sep=delimiter)
+        mode = target.stat().st_mode & 0o7777  # keep an existing file's permissions
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    temp = None
+    try:
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            frame.to_csv(handle, **options)
+        os.chmod(temp, mode)
+        os.replace(temp, target)
+        temp = None
     except OSError as err:
         raise InputError(f"cannot write {str(target)!r}: {err.strerror}") from None
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
 
 
 # -- impute ----------------------------------------------------------------------------
@@ -214,8 +368,18 @@ def _write(frame, target, delimiter) -> None:
 def run_impute(args) -> int:
     from latentlab.impute import Imputer
 
-    frame, delimiter = read_table(args.data, args.delimiter, args.na_values)
-    data = _numeric_part(frame, args.exclude)
+    _check_paths(
+        args.data,
+        [
+            ("-o", args.output),
+            ("--std", args.std),
+            *(("--interval", p) for p in args.interval or ()),
+        ],
+        in_place=("-o",),
+    )
+    table = read_table(args.data, args.delimiter, args.na_values, args.decimal)
+    frame = table.frame
+    data = _numeric_part(table, args.exclude)
     missing = int(data.isna().to_numpy().sum())
     say = _stderr(args.quiet)
     say(
@@ -229,22 +393,23 @@ def run_impute(args) -> int:
     chosen = imputer.chosen_
     if imputer.selection_ is not None:
         say("model choice by held-out log-likelihood of masked entries (nats per entry):")
-        shown = imputer.selection_.drop(columns=["note"]).head(8)
+        # every candidate, the mixture included: the table is short (at most ~10 rows)
+        shown = imputer.selection_.drop(columns=["note"])
         say(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     say(f"imputed with {chosen['model']} (K={chosen['n_components']})")
-    out = frame.copy()
-    for name in data.columns:
-        out[name] = filled[name]
-    _write(out, args.output, delimiter)
+    # compute every table before writing any: a failure leaves no output half-done
+    outputs = [(_filled_table(table, data, filled, args.full_precision), args.output)]
     if args.std is not None:
-        _write(_numeric_columns_of(frame, std), args.std, delimiter)
+        outputs.append((_numeric_columns_of(table, std), args.std))
     if args.interval is not None:
         bounds = imputer.impute_interval(data, level=args.level, calibrate=not args.plug_in)
         for bound, path in zip(bounds, args.interval, strict=True):
-            _write(_numeric_columns_of(frame, bound), path, delimiter)
+            outputs.append((_numeric_columns_of(table, bound), path))
         if not args.plug_in:
             nominal = imputer.calibrated_level(args.level)
             say(f"{args.level:.0%} intervals calibrated on held-out cells (nominal {nominal:.1%})")
+    for out, path in outputs:
+        _write(out, path, table.delimiter, table.decimal)
     return 0
 
 
@@ -259,14 +424,16 @@ def _level(text: str) -> float:
     return value
 
 
-def _numeric_columns_of(frame, values):
-    """A float table shaped like ``frame``: ``values``' columns, empty elsewhere
-    (columns excluded from the model)."""
+def _numeric_columns_of(table: Table, values):
+    """A float table shaped like the input: ``values``' columns, empty elsewhere
+    (columns excluded from the model), under the input's header."""
     import pandas as pd
 
+    frame = table.frame
     out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=np.float64)
     for name in values.columns:
         out[name] = values[name]
+    out.columns = table.header
     return out
 
 
@@ -291,16 +458,19 @@ def parse_ks(text: str) -> list[int]:
 
 
 def run_compare(args) -> int:
-    import pandas as pd
 
     from latentlab.impute import FAMILIES, _estimator_class, _max_k
 
-    frame, delimiter = read_table(args.data, args.delimiter, args.na_values)
-    data = _numeric_part(frame, args.exclude).to_numpy(dtype=np.float64, na_value=np.nan)
+    _check_paths(args.data, [("-o", args.output)])
+    source = read_table(args.data, args.delimiter, args.na_values, args.decimal)
+    data = _numeric_part(source, args.exclude).to_numpy(dtype=np.float64, na_value=np.nan)
     data = data[~np.isnan(data).all(axis=1)]
     if np.isnan(data).all(axis=0).any():
         raise InputError("a column has no observed entry; drop it or pass it to --exclude")
     if not args.no_standardize:
+        # divide by the largest |x| first: squares of values near 1e200 overflow
+        peak = np.nanmax(np.abs(data), axis=0)
+        data = data / np.where(peak > 0, peak, 1.0)
         scale = np.nanstd(data, axis=0)
         data = (data - np.nanmean(data, axis=0)) / np.where(scale > 0, scale, 1.0)
     n, d = data.shape
@@ -321,15 +491,13 @@ def run_compare(args) -> int:
     from latentlab.compare import compare
     from latentlab.impute import _progress
 
-    parts = [
-        compare({name: est}, data, cv=args.folds, random_state=args.seed)
-        for name, est in _progress(models.items(), "compare", int(not args.quiet))
-    ]
-    table = pd.concat(parts)
-    table = table.sort_values("heldout_loglik", ascending=False, na_position="last", kind="stable")
-    table["best"] = False
-    if np.isfinite(table["heldout_loglik"].iloc[0]):
-        table.iloc[0, table.columns.get_loc("best")] = True
+    table = compare(
+        models,
+        data,
+        cv=args.folds,
+        random_state=args.seed,
+        progress=lambda items: _progress(items, "compare", int(not args.quiet)),
+    )
     if "error" in table and table["error"].isna().all():
         table = table.drop(columns="error")
     units = "standardised columns" if not args.no_standardize else "the data's units"
@@ -339,7 +507,7 @@ def run_compare(args) -> int:
     )
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     if args.output is not None:
-        _write(table.reset_index(), args.output, delimiter)
+        _write(table.reset_index(), args.output, source.delimiter, source.decimal)
     return 0
 
 
@@ -373,6 +541,16 @@ def _enable_compilation_cache() -> None:
         pass  # a cache is an optimisation: run without one
 
 
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so Python's final flush of what is still buffered
+    does not print a second BrokenPipeError (the recipe of the ``signal`` docs)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a file descriptor (e.g. captured in tests)
+
+
 def _short_warning(message, category, filename, lineno, file=None, line=None):
     print(f"latentlab: warning: {message}", file=sys.stderr)
 
@@ -384,6 +562,13 @@ def _input_options(sub) -> None:
         type=_delimiter,
         default=None,
         help="field separator (default: guessed among , ; tab |); write 'tab' for tabs",
+    )
+    sub.add_argument(
+        "--decimal",
+        choices=(".", ","),
+        default=".",
+        help="decimal mark of the numbers (default '.'); with ',' the field separator "
+        "is guessed among ; tab |",
     )
     sub.add_argument(
         "--na-values",
@@ -426,6 +611,13 @@ def _parser() -> argparse.ArgumentParser:
     _input_options(impute)
     impute.add_argument(
         "-o", "--output", required=True, help="where to write the filled CSV ('-' = stdout)"
+    )
+    impute.add_argument(
+        "--full-precision",
+        action="store_true",
+        help="write imputed cells in full (the shortest text that reads back as the exact "
+        "float64 value); by default each column's imputed cells get the precision of "
+        "its cells in the input (e.g. 2 decimals), and every other cell is copied as written",
     )
     impute.add_argument(
         "--model",
@@ -511,7 +703,7 @@ def _parser() -> argparse.ArgumentParser:
         "then hide entries at random, impute them and report RMSE and interval coverage.",
     )
     demo.add_argument("--dataset", choices=DATASETS, default="wine", help="bundled data set")
-    demo.add_argument("--max-components", type=int, default=6, help="largest K to fit")
+    demo.add_argument("--max-components", type=int, default=10, help="largest K to fit")
     demo.add_argument("--folds", type=int, default=5, help="cross-validation folds")
     demo.add_argument("--missing", type=float, default=0.1, help="fraction of entries to hide")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
@@ -540,10 +732,16 @@ def main(argv=None) -> int:
                 run_demo(args.dataset, args.max_components, args.folds, args.missing, args.seed)
                 return 0
             run = run_impute if args.command == "impute" else run_compare
-            return run(args)
+            status = run(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return status
         except (InputError, ValueError) as err:
             print(f"latentlab {args.command}: error: {err}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            # e.g. `latentlab impute d.csv -o - | head`: the reader left; stop quietly
+            _discard_stdout()
+            return 141  # 128 + SIGPIPE, what `cat` reports in the same pipe
 
 
 if __name__ == "__main__":

@@ -196,8 +196,9 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
         row["AIC"], row["BIC"] = _criteria(fitted, X, y, supervised, row["loglik"], n)
     except ValueError as err:
         errors.append(f"{stage}: {err}")
+    pointwise = None
     try:
-        fold_means, total = [], 0.0
+        fold_means, pieces = [], []
         for i, (train, test) in enumerate(folds):
             stage = f"fold {i}"
             y_train = None if y is None else y[train]
@@ -205,11 +206,12 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
             est = _fit(clone(template), X[train], y_train, supervised)
             values = _pointwise(est, X[test], y_test, supervised, random_state)
             fold_means.append(values.mean())
-            total += values.sum()
+            pieces.append(values)
         fold_means = np.asarray(fold_means)
         row["heldout_loglik"] = float(fold_means.mean())
         row["heldout_se"] = float(fold_means.std(ddof=1) / np.sqrt(len(fold_means)))
-        row["heldout_total"] = float(total)
+        pointwise = np.concatenate(pieces)  # every model: the same rows in the same order
+        row["heldout_total"] = float(pointwise.sum())
     except ValueError as err:
         errors.append(f"{stage}: {err}")
     if loo is not None and fitted is not None:
@@ -225,7 +227,95 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
             UserWarning,
             stacklevel=3,
         )
-    return row, fitted
+    return row, fitted, pointwise
+
+
+def _paired_differences(table, pointwise):
+    """``heldout_diff``, ``heldout_se_diff`` and ``near_best`` of every row against the
+    best (first) row.
+
+    The standard error is paired over the held-out rows, as ``arviz.compare``'s
+    ``dse``: every model scored the same rows, so the spread between rows (which all
+    models share) cancels in the per-row differences.  With m held-out evaluations
+    and d_i = best_i - model_i, the SE of the summed difference is sqrt(m var(d));
+    divided by m it is in the table's per-row units.
+    """
+    best_name = table.index[0]
+    best = pointwise.get(best_name)
+    diff = np.full(len(table), np.nan)
+    se = np.full(len(table), np.nan)
+    near = np.full(len(table), None, dtype=object)
+    if best is None:
+        return diff, se, near
+    top = table.loc[best_name, "heldout_loglik"]
+    for i, name in enumerate(table.index):
+        values = pointwise.get(name)
+        if values is None:
+            continue
+        d = best - values
+        m = len(d)
+        diff[i] = top - table.loc[name, "heldout_loglik"]
+        se[i] = np.sqrt(m) * d.std(ddof=1) / m if m > 1 else np.nan
+        if i == 0:
+            near[i] = "best"
+        elif diff[i] <= se[i] or diff[i] <= 0:  # identical predictions: d = 0, se = 0
+            near[i] = "within 1 SE"
+        elif diff[i] <= 2 * se[i]:
+            near[i] = "within 2 SE"
+        else:
+            near[i] = "beyond 2 SE"
+    return diff, se, near
+
+
+def _params_except_k(est) -> str:
+    """The settings that make a model family: all but K and the seed."""
+    params = est.get_params(deep=False)
+    for name in ("n_components", "random_state", "verbose"):
+        params.pop(name, None)
+    return repr(sorted(params.items()))
+
+
+def _edge_of_grid(table, named):
+    """Why the best model's K may lie outside the grid, or None.
+
+    Applies when the best model has siblings that differ from it only in
+    ``n_components`` (same class, every other parameter equal) and were scored: the
+    grid is their Ks, and the best sits at its top, or at its bottom above K = 1.
+    """
+    best = table.index[0]
+    template = named[best]
+    if "n_components" not in template.get_params(deep=False) or _isna(table.loc[best, "K"]):
+        return None
+    K = int(table.loc[best, "K"])
+    key = (type(template), _params_except_k(template))
+    grid = sorted(
+        {
+            int(table.loc[name, "K"])
+            for name, est in named.items()
+            if (type(est), _params_except_k(est)) == key
+            and not _isna(table.loc[name, "K"])
+            and np.isfinite(table.loc[name, "heldout_loglik"])
+        }
+    )
+    if len(grid) < 2:
+        return None
+    if K == grid[-1]:
+        side, fix = "largest", "larger"
+    elif K == grid[0] and K > 1:
+        side, fix = "smallest", "smaller"
+    else:
+        return None
+    return (
+        f"compare: the best model {best!r} has the {side} K of its grid "
+        f"(K = {', '.join(map(str, grid))}), so the held-out optimum may lie outside "
+        f"the grid; compare {fix} K too"
+    )
+
+
+def _isna(value) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
 
 
 def compare(
@@ -238,6 +328,7 @@ def compare(
     loo: str | None = None,
     loo_kwargs: dict | None = None,
     return_estimators: bool = False,
+    progress=None,
 ):
     """Compare latent-variable models on the same data by likelihood.
 
@@ -270,6 +361,9 @@ def compare(
     return_estimators : bool, default=False
         Also return ``{name: estimator fitted to all of X}`` (None where that fit
         failed).
+    progress : callable, optional
+        Wraps the iterable of ``(name, estimator)`` pairs as they are evaluated, e.g.
+        ``tqdm.tqdm`` for a progress bar.
 
     Returns
     -------
@@ -279,7 +373,15 @@ def compare(
         parameters, rotation-invariant), ``loglik`` (training total), ``AIC``,
         ``BIC``, ``heldout_loglik`` (mean over folds of the per-row mean held-out
         log-likelihood), ``heldout_se`` (its standard error, std over folds /
-        sqrt(folds)), ``heldout_total`` (sum over every held-out row); with ``loo``
+        sqrt(folds)), ``heldout_total`` (sum over every held-out row),
+        ``heldout_diff`` (the best model's ``heldout_loglik`` minus this one's),
+        ``heldout_se_diff`` (the standard error of that difference, paired over the
+        held-out rows: sqrt(m var(d)) / m for the m per-row differences d, i.e.
+        ``arviz.compare``'s ``dse`` per row; much smaller than ``heldout_se``, which
+        mostly measures the spread of the folds that all models share),
+        ``near_best`` ("best", "within 1 SE", "within 2 SE" or "beyond 2 SE" of the
+        best, in units of ``heldout_se_diff``: a model within 1-2 SE is not clearly
+        worse, and the simplest such model is a common choice); with ``loo``
         also ``elpd_loo``, ``elpd_loo_se``, ``p_loo`` and ``n_high_pareto_k`` (rows
         whose Pareto k exceeds ArviZ's ``good_k``: their LOO estimate is unreliable);
         then ``best`` (True on the first row) and ``error`` (None, or why a model
@@ -296,6 +398,14 @@ def compare(
         ``loo``, a model without ``sample_posterior``.  A model that fails to fit
         (a ``ValueError`` from it, e.g. ``n_components`` too large) does not stop
         the comparison: it gets NaN, a message in ``error`` and a warning.
+
+    Warns
+    -----
+    UserWarning
+        When the best model has siblings differing from it only in
+        ``n_components`` and its K is the largest of them (or the smallest, above
+        1): the best K may lie outside the grid.  The message is also in
+        ``table.attrs["edge_of_grid"]`` (None otherwise).
 
     Notes
     -----
@@ -337,9 +447,9 @@ def compare(
             stacklevel=2,
         )
     folds = _folds(cv, random_state, X.shape[0])
-    rows, fitted = {}, {}
-    for name, est in named.items():
-        rows[name], fitted[name] = _evaluate(
+    rows, fitted, pointwise = {}, {}, {}
+    for name, est in named.items() if progress is None else progress(named.items()):
+        rows[name], fitted[name], pointwise[name] = _evaluate(
             name, est, X, y, folds, random_state, loo, loo_kwargs or {}
         )
 
@@ -349,9 +459,18 @@ def compare(
         if column in table:
             table[column] = table[column].astype("Int64")  # integers, missing where failed
     table = table.sort_values("heldout_loglik", ascending=False, na_position="last", kind="stable")
+    diff, se_diff, near = _paired_differences(table, pointwise)
+    at = table.columns.get_loc("heldout_total") + 1
+    table.insert(at, "heldout_diff", diff)
+    table.insert(at + 1, "heldout_se_diff", se_diff)
+    table.insert(at + 2, "near_best", near)
     table.insert(table.columns.get_loc("error"), "best", False)
+    edge = None
     if np.isfinite(table["heldout_loglik"].iloc[0]):
         table.iloc[0, table.columns.get_loc("best")] = True
+        edge = _edge_of_grid(table, named)
+        if edge:
+            warnings.warn(edge, UserWarning, stacklevel=2)
     completion = [name for name, est in named.items() if hasattr(est, "completion_log_likelihood")]
     table.attrs.update(
         criterion="heldout_loglik",
@@ -364,6 +483,13 @@ def compare(
             "mean over folds of the mean held-out log-likelihood per row, each fold "
             "scored by a model fitted on the other folds; se = std over folds / sqrt(folds)"
         ),
+        heldout_diff=(
+            "the best model's heldout_loglik minus this one's; heldout_se_diff is its "
+            "standard error paired over the held-out rows, sqrt(m var(d)) / m for the m "
+            "per-row differences d (arviz.compare's dse, per row); near_best: whether "
+            "the difference is within 1 or 2 such SE"
+        ),
+        edge_of_grid=edge,
         completion_models=completion,
         completion=(
             f"document completion: fold in on {COMPLETION_FRACTION:.0%} of each held-out "

@@ -21,6 +21,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
+from latentlab._validation import InputTypeError
+
 __all__ = ["Imputer", "rubin_pool", "PooledEstimate"]
 
 # model name -> estimator class name in latentlab
@@ -31,6 +33,16 @@ FAMILIES = {
     "gmm": "GaussianMixture",
 }
 MODELS = ("auto", *FAMILIES)
+# Names are matched case-insensitively, and the class names work too ("PPCA",
+# "FactorAnalysis"): a user who just imported latentlab.PPCA will type that.
+_ALIASES = {name: name for name in MODELS} | {cls.lower(): key for key, cls in FAMILIES.items()}
+
+
+def _canonical(name: str):
+    """The family key ("ppca", ...) or "auto" for a model name, None if unknown."""
+    return _ALIASES.get(name.lower())
+
+
 # Candidate ranks of the latent models and numbers of mixture components.  Every
 # distinct K is one XLA compilation (seconds) on first use, so the grid is sparse.
 RANK_GRID = (1, 2, 3, 5, 8, 12, 18)
@@ -237,6 +249,12 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _validate(self, X, *, reset: bool):
         """X as a float64 array (NaN = missing), and the DataFrame it came from (or None)."""
         frame = None
+        if hasattr(X, "toarray") and hasattr(X, "nnz"):
+            # sparse zeros are values, not missing entries: densify explicitly
+            raise InputTypeError(
+                "Imputer needs dense input with NaN for missing entries, got a sparse "
+                "matrix; pass X.toarray() (a sparse zero is a value, not a gap)"
+            )
         pandas = sys.modules.get("pandas")  # a DataFrame means pandas is imported already
         if pandas is not None and isinstance(X, pandas.DataFrame):
             from pandas.api.types import is_complex_dtype, is_numeric_dtype
@@ -263,11 +281,18 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
         return np.asarray(X, dtype=np.float64), frame
 
+    def _model(self):
+        """``model`` as its canonical family name ("auto", "ppca", ...) or the estimator."""
+        return _canonical(self.model) if isinstance(self.model, str) else self.model
+
     def _check_settings(self):
         if isinstance(self.model, str):
-            if self.model not in MODELS:
-                raise ValueError(f"Unknown model={self.model!r}; expected one of {MODELS}")
-            if self.model == "gmm" and not gmm_supports_missing():
+            if self._model() is None:
+                raise ValueError(
+                    f"Unknown model={self.model!r}; expected one of {MODELS} "
+                    "(any case) or a latentlab class name such as 'FactorAnalysis'"
+                )
+            if self._model() == "gmm" and not gmm_supports_missing():
                 raise ValueError(
                     "model='gmm' needs a GaussianMixture that fits missing values, which "
                     "this version of latentlab lacks; use 'ppca', 'fa', 'bpca' or 'auto'"
@@ -288,7 +313,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if not (isinstance(self.holdout, (int, float)) and 0 < self.holdout <= 0.5):
             raise ValueError(f"holdout must be a fraction in (0, 0.5], got {self.holdout!r}")
         if self.candidates is not None:
-            if self.model != "auto":
+            if self._model() != "auto":
                 raise ValueError("candidates are only used with model='auto'")
             if len(self.candidates) == 0:
                 raise ValueError("candidates is empty: give at least one (name, K) or model")
@@ -297,8 +322,10 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """(family, K, unfitted estimator) for a (name, K) pair or an estimator."""
         if _is_named(spec):
             name, K = spec
-            if name not in FAMILIES:
-                raise ValueError(f"Unknown candidate model {name!r}; expected one of {FAMILIES}")
+            if _canonical(name) not in FAMILIES:
+                expected = tuple(FAMILIES)
+                raise ValueError(f"Unknown candidate model {name!r}; expected one of {expected}")
+            name = _canonical(name)
             est = _estimator_class(name)(n_components=K, tol=self.tol, random_state=seed)
             return name, K, est
         _check_model_object(spec)
@@ -327,18 +354,24 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         observed = ~np.isnan(X)
         empty = np.flatnonzero(~observed.any(axis=0))
         if empty.size:
-            names = [str(frame.columns[j]) for j in empty] if frame is not None else empty
+            # plain ints and strs: a message must not print [np.int64(4)]
+            names = [str(frame.columns[j]) if frame is not None else int(j) for j in empty]
             raise ValueError(
-                f"column(s) {list(names)} have no observed entry: nothing to impute "
-                "them from; drop them"
+                f"column(s) {names} have no observed entry: nothing to impute them from; drop them"
             )
         X = X[observed.any(axis=1)]  # rows with nothing observed carry no information
         if X.shape[0] < 2:
             raise ValueError("Imputer needs at least 2 rows with an observed entry")
         n, d = X.shape
         if self.standardize:
-            self.center_ = np.nanmean(X, axis=0)
-            scale = np.nanstd(X, axis=0)
+            # Divide by each column's largest |x| before squaring: the fit is scale-
+            # equivariant, so data near 1e200 (whose squares overflow) are rescaled
+            # here instead of refused (the models themselves refuse them, see
+            # latentlab._validation.check_magnitude).
+            peak = np.nanmax(np.abs(X), axis=0)
+            peak = np.where(peak > 0, peak, 1.0)
+            self.center_ = np.nanmean(X / peak, axis=0) * peak
+            scale = np.nanstd(X / peak, axis=0) * peak
             self.scale_ = np.where(scale > 0, scale, 1.0)  # constant column: leave its unit
         else:
             self.center_, self.scale_ = np.zeros(d), np.ones(d)
@@ -360,7 +393,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     "give model and n_components"
                 )
             rows = self._evaluate(specs, Xs, masks, seed)
-            if self.model == "auto" and self.candidates is None and self.n_components is None:
+            if self._model() == "auto" and self.candidates is None and self.n_components is None:
                 best_rank = _best(rows)["n_components"]
                 rows += self._evaluate(default_candidates("auto", n, d, best_rank), Xs, masks, seed)
             self.selection_ = _selection_table(rows)
@@ -374,19 +407,20 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _plan(self, n, d):
         """Candidate specs to score, or None when the model is fixed."""
-        if self.model == "auto":
+        model = self._model()
+        if model == "auto":
             if self.candidates is not None:
                 return list(self.candidates)
             if self.n_components is not None:  # a rank: PPCA or FA at that rank
                 return [("ppca", self.n_components), ("fa", self.n_components)]
             return default_candidates("auto", n, d)
-        if isinstance(self.model, str) and self.n_components is None and self.model != "bpca":
-            return default_candidates(self.model, n, d)
+        if isinstance(model, str) and self.n_components is None and model != "bpca":
+            return default_candidates(model, n, d)
         return None
 
     def _fixed_model(self, seed):
         if isinstance(self.model, str):
-            return self._to_estimator((self.model, self.n_components), seed)
+            return self._to_estimator((self._model(), self.n_components), seed)
         family, K, est = self._to_estimator(self.model, seed)
         if self.n_components is not None:
             est.set_params(n_components=self.n_components)
@@ -466,6 +500,12 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             filled_s, std_s = self.model_.impute(Xs, return_std=True)
         filled = np.where(observed, X, filled_s * self.scale_ + self.center_)
         std = np.where(observed, 0.0, std_s * self.scale_)
+        if not (np.isfinite(filled).all() and np.isfinite(std).all()):
+            # never hand back NaN as if it were an imputation
+            raise ValueError(
+                "the fitted model gave non-finite imputations (values too large or too "
+                "small for float64 after scaling?); rescale X or use standardize=True"
+            )
         filled = self._output(filled, frame, observed, fill=True)
         return (filled, self._output(std, frame, observed, wrap=True)) if return_std else filled
 

@@ -1,17 +1,33 @@
 """Saving fitted estimators as arrays + JSON.  Loading never executes code from the file.
 
-The file is an ``.npz`` archive read with ``allow_pickle=False``: NumPy arrays of plain
+The file is an uncompressed ``.npz`` (zip) archive of ``.npy`` members of plain numeric
 dtypes, plus one JSON document naming the estimator class (looked up in a fixed
 registry, never imported by name), its constructor settings (scalars, and lists of
-scalars), its scalar fitted attributes and a SHA-256 digest of everything,
-checked on load.
+scalars), its scalar fitted attributes and a SHA-256 digest of everything, checked on
+load.
+
+The digest detects accidents (truncated downloads, flipped bits, hand edits that forgot
+a field), not tampering: anyone who can edit the file can recompute it.  So ``load``
+does not trust the contents either: it parses the archive itself, checking every
+declared size against the size of the file before allocating anything, refuses
+settings the class does not have, and checks the fitted values (finite, positive
+variances, probabilities on the simplex, shapes consistent with each other) before it
+returns a model.  Whatever is wrong, it raises ``ValueError`` naming the file.
+
+Every piece of fitted state must be a public attribute ending in ``_`` (scikit-learn's
+convention): ``save`` refuses an estimator carrying any other state, so nothing a model
+needs to predict can be silently dropped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 import os
+import struct
+import zipfile
 
 import numpy as np
 
@@ -21,6 +37,27 @@ FORMAT = "latentlab-model"
 VERSION = 1
 _META = "__meta__"
 _JSON_TYPES = (bool, int, float, str, type(None))
+_META_KEYS = {
+    "format",
+    "version",
+    "class",
+    "settings",
+    "unsaved_settings",
+    "scalars",
+    "string_arrays",
+    "sha256",
+}
+# dtypes a saved array may have; anything else (objects, strings, structured) is refused
+_DTYPES = {np.dtype(t) for t in ("<f8", "<f4", "<i8", "<i4", "|b1", "|u1")}
+_MAX_MEMBERS = 4096
+# private attributes scikit-learn itself may set on an estimator (not fitted state)
+_SKLEARN_PRIVATE = {"_sklearn_output_config", "_sklearn_auto_wrap_output_keys", "_metadata_request"}
+# Private attributes that are scratch space of a fit, not needed once it has finished.
+# Listing one here is a claim checked by tests/test_save_load.py (every method of the
+# loaded model must agree with the fitted one); anything else private is refused.
+_FIT_SCRATCH = {
+    "FactorAnalysis": {"_feature_scale"},  # per-feature units used while fitting
+}
 
 
 def _registry():
@@ -60,8 +97,21 @@ def _setting(value):
     return None, False
 
 
+def _is_fitted_name(name) -> bool:
+    return isinstance(name, str) and name.isidentifier() and name.endswith("_") and name[0] != "_"
+
+
 def save(estimator, path) -> None:
-    """Write a fitted estimator to ``path`` (``.npz``)."""
+    """Write a fitted estimator to ``path`` (``.npz``).
+
+    Raises
+    ------
+    ValueError
+        If the estimator is not a latentlab estimator, holds state other than
+        constructor settings and public fitted attributes (ending in ``_``) of plain
+        types, has a callable setting (code cannot be stored), or has a non-finite
+        scalar fitted attribute.
+    """
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(estimator)
@@ -71,14 +121,28 @@ def save(estimator, path) -> None:
     params = estimator.get_params(deep=False)
     settings, unsaved = {}, []
     for k, v in params.items():
+        if callable(v) and not isinstance(v, type):
+            # e.g. a user kernel: the file stores no code, and a model loaded without
+            # it would silently compute something else
+            raise ValueError(
+                f"cannot save {name} with a callable {k}={v!r}: the file format stores "
+                "no code; pickle the estimator instead if you trust the reader"
+            )
         # e.g. a RandomState object is not saved: the fit is, not the generator
         settings[k], saved = _setting(v)
         if not saved:
             unsaved.append(k)
     scalars, arrays, lists = {}, {}, {}
+    skipped = _SKLEARN_PRIVATE | _FIT_SCRATCH.get(name, set())
     for key, value in vars(estimator).items():
-        if not key.endswith("_") or key.startswith("_"):
+        if key in params or key in skipped:
             continue
+        if not _is_fitted_name(key):
+            raise ValueError(
+                f"cannot save {name}: attribute {key!r} is neither a constructor setting "
+                "nor a public fitted attribute (ending in '_'), so it would be lost on "
+                "load; keep fitted state in public attributes ending in '_'"
+            )
         value = _plain(value)
         if isinstance(value, dict):
             for k, v in value.items():
@@ -91,6 +155,9 @@ def save(estimator, path) -> None:
             scalars[key] = value
         else:
             raise ValueError(f"cannot save fitted attribute {key!r} of type {type(value)}")
+    for key, a in arrays.items():
+        if np.dtype(a.dtype).newbyteorder("<") not in _DTYPES:
+            raise ValueError(f"cannot save fitted attribute {key!r} of dtype {a.dtype}")
     meta = {
         "format": FORMAT,
         "version": VERSION,
@@ -100,51 +167,348 @@ def save(estimator, path) -> None:
         "scalars": scalars,
         "string_arrays": lists,
     }
-    meta["sha256"] = _digest(meta, arrays)
-    blob = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    try:
+        meta["sha256"] = _digest(meta, arrays)
+        blob = np.frombuffer(json.dumps(meta, allow_nan=False).encode(), dtype=np.uint8)
+    except ValueError as err:
+        raise ValueError(f"cannot save {name}: a setting or fitted scalar is not finite") from err
+    little_endian = {k: a.astype(a.dtype.newbyteorder("<"), copy=False) for k, a in arrays.items()}
     with open(os.fspath(path), "wb") as f:
-        np.savez(f, **{_META: blob}, **arrays)
+        np.savez(f, **{_META: blob}, **little_endian)
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+class _Corrupt(ValueError):
+    """A problem found while parsing; ``load`` adds the file name."""
+
+
+# What a damaged zip or .npy header can raise from the standard library / NumPy.
+_PARSE_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    NotImplementedError,
+    RuntimeError,
+    struct.error,
+    UnicodeDecodeError,
+    OverflowError,
+    TypeError,
+    SyntaxError,
+)
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    """One ``.npy`` member, its declared shape checked against the bytes it holds
+    before anything is allocated."""
+    with archive.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise _Corrupt(f"member {info.filename!r} has unsupported .npy version {version}")
+        if dtype not in _DTYPES:
+            raise _Corrupt(f"member {info.filename!r} has dtype {dtype}, not a plain number type")
+        if not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise _Corrupt(f"member {info.filename!r} declares an invalid shape {shape}")
+        nbytes = math.prod(shape) * dtype.itemsize
+        held = info.file_size - f.tell()
+        if nbytes != held:
+            raise _Corrupt(
+                f"member {info.filename!r} declares shape {shape} ({nbytes} bytes) but "
+                f"holds {held} bytes"
+            )
+        data = f.read(nbytes + 1)  # reading to the end makes zipfile check the CRC
+    if len(data) != nbytes:
+        raise _Corrupt(f"member {info.filename!r} is truncated")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _read_archive(path) -> dict[str, np.ndarray]:
+    size = os.path.getsize(path)
+    if size == 0:
+        raise _Corrupt("the file is empty")
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            raise _Corrupt("not a zip (.npz) archive")
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        if len(infos) > _MAX_MEMBERS:
+            raise _Corrupt(f"{len(infos)} members; a model file has far fewer")
+        declared = 0
+        for info in infos:
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise _Corrupt(f"member {info.filename!r} is compressed; save writes none")
+            if not info.filename.endswith(".npy"):
+                raise _Corrupt(f"member {info.filename!r} is not a .npy array")
+            declared += info.file_size
+        # an uncompressed member cannot hold more bytes than the file has
+        if declared > size:
+            raise _Corrupt(f"members declare {declared} bytes but the file has {size}")
+        contents = {}
+        for info in infos:
+            name = info.filename[: -len(".npy")]
+            if name in contents:
+                raise _Corrupt(f"member {name!r} appears twice")
+            contents[name] = _read_member(archive, info)
+    return contents
+
+
+def _check_meta(meta) -> None:
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _Corrupt("not a latentlab model file")
+    if meta.get("version") != VERSION:
+        raise _Corrupt(f"unsupported format version {meta.get('version')!r}")
+    if set(meta) != _META_KEYS:
+        raise _Corrupt(f"metadata keys {sorted(set(meta) ^ _META_KEYS)} are unexpected or missing")
+    kinds = {
+        "class": str,
+        "sha256": str,
+        "settings": dict,
+        "unsaved_settings": list,
+        "scalars": dict,
+        "string_arrays": dict,
+    }
+    for key, kind in kinds.items():
+        if not isinstance(meta[key], kind):
+            raise _Corrupt(f"metadata {key!r} is not a {kind.__name__}")
+    for key, value in meta["scalars"].items():
+        if not isinstance(value, _JSON_TYPES):
+            raise _Corrupt(f"fitted scalar {key!r} is not a scalar")
+    for key, value in meta["string_arrays"].items():
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _Corrupt(f"fitted attribute {key!r} is not a list of strings")
+
+
+def _reject_constant(token):
+    raise _Corrupt(f"non-finite number {token} in the metadata")
+
+
+def _read(path):
+    """The meta dict and the arrays of a model file, or ``_Corrupt``."""
+    try:
+        contents = _read_archive(path)
+    except _Corrupt as err:
+        raise _Corrupt(f"not a readable latentlab model file: {err}") from err
+    except _PARSE_ERRORS as err:
+        raise _Corrupt(
+            f"not a readable latentlab model file ({type(err).__name__}: {err})"
+        ) from err
+    blob = contents.pop(_META, None)
+    if blob is None:
+        raise _Corrupt("not a latentlab model file (no metadata)")
+    if blob.dtype != np.uint8 or blob.ndim != 1:
+        raise _Corrupt("corrupted metadata")
+    try:
+        meta = json.loads(blob.tobytes().decode(), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise _Corrupt(f"corrupted metadata ({err})") from err
+    _check_meta(meta)
+    expected = meta.pop("sha256")
+    if expected != _digest(meta, contents):
+        raise _Corrupt("checksum mismatch; the file was modified or corrupted after saving")
+    return meta, contents
 
 
 def load(path):
-    """Read an estimator written by ``save``.  Raises ``ValueError`` if the file was altered."""
+    """Read an estimator written by :func:`save`.
+
+    Nothing in the file is executed and nothing is allocated before its size is
+    checked against the file's.  The SHA-256 digest catches accidental corruption;
+    it is no protection against deliberate tampering (anyone can recompute it), so the
+    restored values are checked as a fit checks its own: finite, variances positive,
+    probabilities on the simplex, shapes consistent.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path`` and the problem, for any file that is not an intact model
+        file: empty or truncated, damaged bytes, not a ``.npz``, sizes that do not add
+        up, an unknown class or setting, or fitted values a fit could not produce.
+    """
     try:
-        with np.load(os.fspath(path), allow_pickle=False) as archive:
-            contents = {k: archive[k] for k in archive.files}
-    except (OSError, ValueError) as err:  # includes zip errors and pickled payloads
-        raise ValueError(f"{path} is not a readable latentlab model file: {err}") from err
-    if _META not in contents:
-        raise ValueError(f"{path} is not a latentlab model file (no metadata)")
-    try:
-        meta = json.loads(contents.pop(_META).tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: corrupted metadata ({err})") from err
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a latentlab model file")
-    if meta.get("version") != VERSION:
-        raise ValueError(f"{path}: unsupported format version {meta.get('version')!r}")
-    expected = meta.pop("sha256", None)
-    if expected != _digest(meta, contents):
-        raise ValueError(
-            f"{path}: checksum mismatch; the file was modified or corrupted after saving"
-        )
+        return _load(os.fspath(path))
+    except _Corrupt as err:
+        raise ValueError(f"{path}: {err}") from err.__cause__
+    except OSError as err:
+        raise ValueError(f"{path}: cannot be read ({err})") from err
+
+
+def _load(path):
+    meta, contents = _read(path)
     cls = _registry().get(meta["class"])
     if cls is None:
-        raise ValueError(f"{path}: unknown estimator class {meta['class']!r}")
-    names = [*meta["scalars"], *meta["string_arrays"], *(k.split("/", 1)[0] for k in contents)]
-    odd = [name for name in names if not name.endswith("_") or name.startswith("_")]
-    if odd:
-        raise ValueError(f"{path}: unexpected entries {odd}; not a fitted-attribute name")
-    estimator = cls(**meta["settings"])
+        raise _Corrupt(f"unknown estimator class {meta['class']!r}")
+    allowed = set(cls().get_params(deep=False))
+    settings, unsaved = meta["settings"], meta["unsaved_settings"]
+    unknown = sorted((set(settings) | set(map(str, unsaved))) - allowed)
+    if unknown:
+        raise _Corrupt(f"settings {unknown} are not settings of {cls.__name__}")
+    for key, value in settings.items():
+        ok = isinstance(value, _JSON_TYPES) or (
+            isinstance(value, list) and all(isinstance(v, _JSON_TYPES) for v in value)
+        )
+        if not ok:
+            raise _Corrupt(f"setting {key!r} is not a scalar or a list of scalars")
+    if settings.get("dtype", "float64") not in ("float64", "float32"):
+        raise _Corrupt(f"unknown dtype setting {settings['dtype']!r}")
+    arrays, dicts = {}, {}
+    for name, value in contents.items():
+        attr, _, site = name.partition("/")
+        if site:
+            if not site.isidentifier():
+                raise _Corrupt(f"unexpected entry {name!r}")
+            dicts.setdefault(attr, {})[site] = value
+        else:
+            arrays[name] = value
+    names = [*meta["scalars"], *meta["string_arrays"], *arrays, *dicts]
+    if len(names) != len(set(names)):
+        raise _Corrupt("a fitted attribute appears twice")
+    for name in names:
+        # a fitted attribute may not replace a method or property of the class
+        if not _is_fitted_name(name) or hasattr(cls, name) or name in allowed:
+            raise _Corrupt(f"unexpected entry {name!r}; not a fitted-attribute name")
+    try:
+        estimator = cls(**settings)
+    except (TypeError, ValueError) as err:
+        raise _Corrupt(f"invalid settings ({err})") from err
     for key, value in meta["scalars"].items():
         setattr(estimator, key, value)
     for key, value in meta["string_arrays"].items():
         setattr(estimator, key, np.asarray(value, dtype=object))
-    for name, value in contents.items():
-        if "/" in name:
-            attr, site = name.split("/", 1)
-            getattr(estimator, attr, None) or setattr(estimator, attr, {})
-            getattr(estimator, attr)[site] = value
-        else:
-            setattr(estimator, name, value)
+    for key, value in arrays.items():
+        setattr(estimator, key, value)
+    for key, value in dicts.items():
+        setattr(estimator, key, value)
+    try:
+        _check_fitted_values(estimator, meta["class"], names)
+    except _Corrupt:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError) as err:
+        raise _Corrupt(f"invalid fitted values ({err})") from err
     return estimator
+
+
+# -- checks on restored fitted values --------------------------------------------------
+
+# attribute -> (shape, constraint).  Shape letters: d = n_features_in_, K =
+# n_components_, t = n_targets_; other letters must agree wherever they appear.
+# Constraints: "real", "nonneg", "positive", "simplex" (last axis), "cholesky".
+_SPECS = {
+    "PCA": {
+        "mean_": ("d", "real"),
+        "components_": ("Kd", "real"),
+        "singular_values_": ("K", "nonneg"),
+        "explained_variance_": ("K", "nonneg"),
+        "explained_variance_ratio_": ("K", "nonneg"),
+        "noise_variance_": ("", "nonneg"),
+    },
+    "PPCA": {
+        "params_/W": ("dK", "real"),
+        "params_/mu": ("d", "real"),
+        "params_/sigma2": ("", "positive"),
+    },
+    "BayesianPCA": {
+        "params_/W": ("dK", "real"),
+        "params_/mu": ("d", "real"),
+        "params_/sigma2": ("", "positive"),
+        "params_/alpha": ("K", "positive"),
+    },
+    "FactorAnalysis": {
+        "params_/W": ("dK", "real"),
+        "params_/mu": ("d", "real"),
+        "params_/psi": ("d", "positive"),
+    },
+    "SupervisedPCA": {
+        "params_/W_x": ("dK", "real"),
+        "params_/W_y": ("tK", "real"),
+        "params_/mu_x": ("d", "real"),
+        "params_/mu_y": ("t", "real"),
+        "params_/sigma2_x": ("", "positive"),
+        "params_/sigma2_y": ("", "positive"),
+    },
+    "GaussianMixture": {
+        "params_/weights": ("K", "simplex"),
+        "params_/means": ("Kd", "real"),
+    },
+    "PLSA": {
+        "params_/theta": ("DK", "simplex"),
+        "params_/phi": ("Kd", "simplex"),
+        "doc_lengths_": ("D", "nonneg"),
+    },
+}
+_GMM_SCALE = {"full": "Kdd", "tied": "dd", "diag": "Kd", "spherical": "K"}
+_SYMBOLS = {"d": "n_features_in_", "K": "n_components_", "t": "n_targets_"}
+
+
+def _lookup(estimator, name):
+    attr, _, site = name.partition("/")
+    value = getattr(estimator, attr, None)
+    if site:
+        value = value.get(site) if isinstance(value, dict) else None
+    return value
+
+
+def _check_fitted_values(estimator, class_name, names) -> None:
+    for name in names:
+        value = getattr(estimator, name)
+        if name.startswith("n_") and name.endswith("_") and not isinstance(value, bool):
+            if not isinstance(value, int) or value < 0:
+                raise _Corrupt(f"{name} must be a non-negative integer, got {value!r}")
+        values = value.values() if isinstance(value, dict) else [value]
+        for v in values:
+            if isinstance(v, float) or (isinstance(v, np.ndarray) and v.dtype.kind == "f"):
+                if not np.all(np.isfinite(v)):
+                    raise _Corrupt(f"fitted attribute {name} is not finite")
+    spec = dict(_SPECS.get(class_name, {}))
+    if class_name == "GaussianMixture":
+        kind = estimator.covariance_type
+        if kind not in _GMM_SCALE:
+            raise _Corrupt(f"unknown covariance_type {kind!r}")
+        spec["params_/scale"] = (
+            _GMM_SCALE[kind],
+            "cholesky" if kind in ("full", "tied") else "positive",
+        )
+    sizes = {}
+    for letter, attr in _SYMBOLS.items():
+        size = getattr(estimator, attr, None)
+        if isinstance(size, numbers.Integral):
+            sizes[letter] = int(size)
+    for name, (letters, constraint) in spec.items():
+        value = _lookup(estimator, name)
+        if value is None:
+            raise _Corrupt(f"fitted attribute {name} is missing")
+        value = np.asarray(value)
+        if value.ndim != len(letters):
+            raise _Corrupt(f"{name} has shape {value.shape}; expected {len(letters)} dimensions")
+        for letter, size in zip(letters, value.shape, strict=True):
+            if sizes.setdefault(letter, size) != size:
+                raise _Corrupt(
+                    f"{name} has shape {value.shape}, inconsistent with the other fitted "
+                    f"attributes ({letter} = {sizes[letter]})"
+                )
+        _check_constraint(name, value, constraint)
+    hook = getattr(estimator, "_validate_loaded", None)
+    if hook is not None:
+        hook()
+
+
+def _check_constraint(name, value, constraint) -> None:
+    if constraint == "nonneg" and not np.all(value >= 0):
+        raise _Corrupt(f"{name} must be >= 0")
+    if constraint == "positive" and not np.all(value > 0):
+        raise _Corrupt(f"{name} must be > 0 (a variance or precision)")
+    if constraint == "simplex":
+        if not (np.all(value >= 0) and np.allclose(value.sum(axis=-1), 1.0, rtol=0, atol=1e-5)):
+            raise _Corrupt(f"{name} must hold probabilities summing to 1")
+    if constraint == "cholesky":
+        diagonal = np.diagonal(value, axis1=-2, axis2=-1)
+        if not (np.all(diagonal > 0) and np.allclose(value, np.tril(value))):
+            raise _Corrupt(f"{name} must be lower-triangular with a positive diagonal")

@@ -39,6 +39,35 @@ def _feature_label(est, j: int) -> str:
     return str(names[j]) if names is not None else f"x{j}"
 
 
+def _integer_ticks(axis):
+    """Ticks only at integers, on an axis of counts (K, component, iteration, row)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _check_complete(X, est, plot: str) -> np.ndarray:
+    """X as a complete float array with ``est``'s number of features, else ValueError."""
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"X must be a numeric 2-D array: {err}") from None
+    if X.ndim != 2 or X.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X must have shape (n_samples, {est.n_features_in_}), got shape {X.shape}"
+        )
+    missing = int(np.isnan(X).sum())
+    if missing:
+        raise ValueError(
+            f"{plot} needs complete data: X has {missing} missing entries (NaN), and the "
+            "sample covariance spectrum is not defined with them; pass the complete rows "
+            "(X[~np.isnan(X).any(axis=1)]) or leave X out"
+        )
+    if np.isinf(X).any():
+        raise ValueError("X contains infinity")
+    return X
+
+
 def _ellipse_axes(cov2, level):
     """Widths, heights (full lengths) and angles (degrees) of the ``level`` ellipses
     of 2 x 2 Gaussian covariances (..., 2, 2)."""
@@ -61,7 +90,7 @@ def scree(est, X=None, *, ax=None):
       ``||w_k||^2 + sigma2``) as bars, and the noise variance sigma2 as a horizontal
       line: PPCA's ML sigma2 is the mean of the discarded (ddof=0) eigenvalues.
     - BayesianPCA: the ARD view, ``||w_k||^2`` per column (pruned columns in grey),
-      the noise variance and the pruning threshold.
+      the noise variance and the pruning threshold ``prune_level_``.
     - FactorAnalysis: per feature, the variance the factors explain (communality,
       ``sum_k W_jk^2``) stacked on the feature's own noise variance psi_j.
     - KernelPCA: the eigenvalues of the centred Gram matrix.
@@ -92,6 +121,9 @@ def scree(est, X=None, *, ax=None):
         features = np.arange(len(psi))
         ax.bar(features, communality, label="explained by the factors")
         ax.bar(features, psi, bottom=communality, color="0.7", label="noise variance psi")
+        # the stacked bars' sticky edges would otherwise pin the top of the tallest one
+        # to the frame, hiding a small psi on top of it
+        ax.set_ylim(0, 1.05 * float(np.max(communality + psi)))
         ax.set_xticks(features, [_feature_label(est, j) for j in features])
         ax.set_xlabel("feature")
         ax.set_ylabel("variance")
@@ -111,7 +143,7 @@ def scree(est, X=None, *, ax=None):
         if (~active).any():
             # pruned columns are exactly zero; a stub of height sigma2/20 keeps them visible
             ax.bar(ks[~active], np.full((~active).sum(), sigma2 / 20), color="0.7", label="pruned")
-        ax.axhline(est.prune_threshold * sigma2, color="C3", ls=":", label="pruning threshold")
+        ax.axhline(est.prune_level_, color="C3", ls=":", label="pruning threshold")
         ax.axhline(sigma2, color="k", ls="--", label="noise variance sigma2")
         ax.set_ylabel("variance")
         name = f"{name}: effective rank {est.effective_rank_} of {est.n_components_}"
@@ -124,12 +156,7 @@ def scree(est, X=None, *, ax=None):
     if X is not None:
         if isinstance(est, KernelPCA):
             raise ValueError("scree(KernelPCA) takes no X: its eigenvalues are the kernel's")
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != est.n_features_in_ or np.isnan(X).any():
-            raise ValueError(
-                f"X must be complete and have shape (n_samples, {est.n_features_in_}), "
-                f"got shape {X.shape}"
-            )
+        X = _check_complete(X, est, "scree")
         spectrum = np.linalg.eigvalsh(np.cov(X, rowvar=False, ddof=0))[::-1]
         ax.plot(
             np.arange(1, len(spectrum) + 1),
@@ -140,6 +167,7 @@ def scree(est, X=None, *, ax=None):
             label="eigenvalues of X (ddof=0)",
         )
     ax.set_xlabel("component")
+    _integer_ticks(ax.xaxis)
     ax.set_title(name)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
@@ -215,6 +243,7 @@ def convergence(est, *, ax=None, rel_tol: float = 1e-9):
         else:
             title += ", monotone"
     ax.set_xlabel("iteration")
+    _integer_ticks(ax.xaxis)
     ax.set_ylabel(_objective_name(est))
     ax.set_title(title)
     ax.legend()
@@ -237,7 +266,71 @@ def _check_dims(dims, K, name):
     return dims
 
 
-def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=None):
+def _colour_by(c, hue, n) -> dict:
+    """How to colour n rows by ``c``/``hue``: per-row ``colours`` (n, 4), and either
+    ``groups`` with each row's ``codes`` (for a legend) or a ``mappable`` (for a
+    colorbar), and the values' ``name`` (a pandas Series') if any.
+
+    Non-numeric, boolean or categorical values, and integers with at most 10 distinct
+    values, are groups (one tab10 colour each); other numbers go through viridis.
+    """
+    import matplotlib as mpl
+    import pandas as pd
+
+    if c is not None and hue is not None:
+        raise ValueError("give c or hue (the same thing, by its seaborn name), not both")
+    raw = c if c is not None else hue
+    name = getattr(raw, "name", None)
+    categorical = isinstance(getattr(raw, "dtype", None), pd.CategoricalDtype)
+    values = np.asarray(raw, dtype=object) if categorical else np.asarray(raw)
+    if values.ndim != 1 or len(values) != n:
+        raise ValueError(f"c/hue must have one value per row of X ({n}), got shape {values.shape}")
+    kind = values.dtype.kind
+    if kind not in "iuf" or (kind in "iu" and len(np.unique(values)) <= 10):
+        groups = list(pd.unique(values))
+        try:
+            groups = sorted(groups)
+        except TypeError:  # mixed types: keep the order of appearance
+            pass
+        codes = np.array([groups.index(v) for v in values])
+        colours = mpl.colormaps["tab10"](codes % 10)
+        return {"colours": colours, "groups": groups, "codes": codes, "name": name}
+    values = values.astype(np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError("numeric c/hue must be finite (NaN or inf found)")
+    mappable = mpl.cm.ScalarMappable(mpl.colors.Normalize(values.min(), values.max()), "viridis")
+    return {"colours": mappable.to_rgba(values), "mappable": mappable, "name": name}
+
+
+def _scatter(ax, xy, colouring, **kwargs):
+    """Points in their colours, with a legend of the groups or a colorbar."""
+    name = colouring["name"]
+    if "groups" not in colouring:
+        ax.scatter(xy[:, 0], xy[:, 1], c=colouring["colours"], **kwargs)
+        colorbar = ax.figure.colorbar(colouring["mappable"], ax=ax)
+        if name is not None:
+            colorbar.set_label(str(name))
+        return
+    for i, group in enumerate(colouring["groups"]):
+        rows = colouring["codes"] == i
+        colour = colouring["colours"][rows][0]
+        ax.scatter(xy[rows, 0], xy[rows, 1], color=colour, label=str(group), **kwargs)
+    ax.legend(title=None if name is None else str(name), fontsize="small")
+
+
+def _include_ellipses(ax, centres, cov2, level):
+    """Grow the data limits to hold every ellipse (a collection's are not counted)."""
+    from scipy.stats import chi2
+
+    radius = np.sqrt(chi2.ppf(level, df=2))
+    half = radius * np.sqrt(np.maximum(np.diagonal(cov2, axis1=-2, axis2=-1), 0.0))
+    ax.update_datalim(np.concatenate([centres - half, centres + half]))
+    ax.autoscale_view()
+
+
+def latent_scatter(
+    est, X, dims=(0, 1), *, c=None, hue=None, ellipses: bool = True, level=0.9, ax=None
+):
     """Rows of X in latent space.
 
     - Gaussian latent models (PPCA, BayesianPCA, FactorAnalysis, SupervisedPCA): the
@@ -252,9 +345,16 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
     est : fitted PPCA, BayesianPCA, FactorAnalysis, SupervisedPCA or GaussianMixture
     X : array (n_samples, n_features)
     dims : two different ints, default=(0, 1)
+    c, hue : array (n_samples,), optional
+        Colour the rows by this (``hue`` is seaborn's name for it; give one).
+        Groups (strings, booleans, categoricals, or integers with at most 10
+        distinct values) get one colour each and a legend; other numbers a
+        colormap and a colorbar.  A row's posterior ellipse takes its colour.  For
+        a GaussianMixture it replaces the responsibility colouring of the rows.
     ellipses : bool, default=True
     level : float in (0, 1), default=0.9
         Probability inside each ellipse (chi-square with 2 degrees of freedom).
+        The axes limits hold every ellipse whole.
     ax : matplotlib Axes, optional
 
     Returns
@@ -268,6 +368,7 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
 
     level = check_level(level)
     name = type(est).__name__
+    by = c is not None or hue is not None
     if isinstance(est, GaussianMixture):
         check_is_fitted(est)
         dims = _check_dims(dims, est.n_features_in_, f"{name}'s data")
@@ -278,7 +379,14 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
 
         palette = np.asarray(mpl.colormaps["tab10"](np.arange(K) % 10))[:, :3]
         ax = _axes(ax)
-        ax.scatter(X[:, dims[0]], X[:, dims[1]], s=10, c=np.clip(resp @ palette, 0, 1))
+        xy = X[:, list(dims)]
+        if by:
+            _scatter(ax, xy, _colour_by(c, hue, len(X)), s=10)
+            # the groups own the colours now: components in dark grey, not to be
+            # confused with them
+            palette = np.full((K, 3), 0.25)
+        else:
+            ax.scatter(xy[:, 0], xy[:, 1], s=10, c=np.clip(resp @ palette, 0, 1))
         means = est.means_[:, dims]
         ax.scatter(means[:, 0], means[:, 1], marker="x", s=60, c=palette, label="means")
         if ellipses:
@@ -286,7 +394,7 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
             cov2 = {
                 "full": lambda: cov[:, dims][:, :, dims],
                 "tied": lambda: np.broadcast_to(cov[np.ix_(dims, dims)], (K, 2, 2)),
-                "diag": lambda: np.stack([np.diag(c[list(dims)]) for c in cov]),
+                "diag": lambda: np.stack([np.diag(v[list(dims)]) for v in cov]),
                 "spherical": lambda: cov[:, None, None] * np.eye(2),
             }[est.covariance_type]()
             widths, heights, angles = _ellipse_axes(cov2, level)
@@ -304,7 +412,8 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
                 )
         ax.set_xlabel(_feature_label(est, dims[0]))
         ax.set_ylabel(_feature_label(est, dims[1]))
-        ax.set_title(f"{name}(K={K}): rows coloured by responsibility, {level:.0%} ellipses")
+        colouring = "coloured by c" if by else "coloured by responsibility"
+        ax.set_title(f"{name}(K={K}): rows {colouring}, {level:.0%} ellipses")
         return ax
     if not hasattr(est, "posterior_latent"):
         _refuse(
@@ -317,9 +426,17 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
     dims = _check_dims(dims, est.n_components_, name)
     mean, cov = est.posterior_latent(X)
     ax = _axes(ax)
-    ax.scatter(mean[:, dims[0]], mean[:, dims[1]], s=10, color="C0", zorder=3)
+    xy = mean[:, list(dims)]
+    edges = "C0"
+    if by:
+        colouring = _colour_by(c, hue, len(xy))
+        _scatter(ax, xy, colouring, s=10, zorder=3)
+        edges = colouring["colours"]
+    else:
+        ax.scatter(xy[:, 0], xy[:, 1], s=10, color="C0", zorder=3)
     if ellipses:
-        widths, heights, angles = _ellipse_axes(cov[:, dims][:, :, dims], level)
+        cov2 = cov[:, dims][:, :, dims]
+        widths, heights, angles = _ellipse_axes(cov2, level)
         # one collection, however many rows: cheap to draw
         ax.add_collection(
             EllipseCollection(
@@ -327,15 +444,15 @@ def latent_scatter(est, X, dims=(0, 1), *, ellipses: bool = True, level=0.9, ax=
                 heights,
                 angles,
                 units="xy",
-                offsets=mean[:, dims],
+                offsets=xy,
                 offset_transform=ax.transData,
                 facecolors="none",
-                edgecolors="C0",
+                edgecolors=edges,
                 alpha=0.3,
                 linewidths=0.8,
             )
         )
-        ax.autoscale_view()
+        _include_ellipses(ax, xy, cov2, level)
     ax.set_xlabel(f"E[z{dims[0]} | x]")
     ax.set_ylabel(f"E[z{dims[1]} | x]")
     ax.set_title(f"{name}: posterior means" + (f", {level:.0%} ellipses" if ellipses else ""))
@@ -416,6 +533,7 @@ def imputation(est, X, column: int, *, level=0.9, X_true=None, ax=None):
         inside = (lower[missing, column] <= truth) & (truth <= upper[missing, column])
         title += f"; {inside.sum()} of {inside.size} inside"
     ax.set_xlabel("row")
+    _integer_ticks(ax.xaxis)
     ax.set_ylabel(_feature_label(est, column))
     ax.set_title(title)
     ax.legend()
@@ -478,6 +596,7 @@ def comparison(table, column: str = "heldout_loglik", *, ax=None):
         K[pick], values[pick], "*", color="gold", mec="k", ms=16, zorder=4, label=f"best: {pick}"
     )
     ax.set_xlabel("K (number of components)")
+    _integer_ticks(ax.xaxis)
     labels = {
         "heldout_loglik": "held-out log-likelihood per row",
         "elpd_loo": "ELPD-LOO",
@@ -535,8 +654,10 @@ def loadings_posterior(
     var_name : str, default="W"
     component : int, default=0
         Which column of the loadings to show.
-    reference : array (d, K), optional
-        Drawn as crosses, and the frame the draws are rotated onto.
+    reference : array (d, K) or fitted estimator, optional
+        Drawn as crosses, and the frame the draws are rotated onto.  An estimator
+        (the one the draws came from) gives its ``params_[var_name]`` and its
+        feature names.
     level : float in (0, 1), default=0.9
         Central interval shown as error bars around the posterior mean.
     ax : matplotlib Axes, optional
@@ -554,8 +675,25 @@ def loadings_posterior(
         raise ValueError(f"component must be an integer, got {component!r}")
     if not 0 <= component < K:
         raise ValueError(f"component={component} is out of range: the loadings have K={K}")
+    labeller = None
     if reference is not None:
-        reference = np.asarray(reference, dtype=np.float64)
+        if hasattr(reference, "get_params"):  # a fitted estimator
+            labeller = reference
+            check_is_fitted(reference)
+            params = getattr(reference, "params_", None) or {}
+            if var_name not in params:
+                raise ValueError(
+                    f"reference {type(reference).__name__} has no params_[{var_name!r}] "
+                    f"(it has {sorted(params)}); pass var_name, or the loadings array"
+                )
+            reference = params[var_name]
+        try:
+            reference = np.asarray(reference, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                "reference must be a (d, K) array of loadings or a fitted estimator, "
+                f"got {type(reference).__name__}"
+            ) from None
         if reference.shape != (d, K):
             raise ValueError(f"reference must have shape ({d}, {K}), got {reference.shape}")
         draws = draws @ procrustes_rotations(draws, reference)
@@ -588,6 +726,10 @@ def loadings_posterior(
             features, reference[:, component], marker="x", color="C3", zorder=3, label="reference"
         )
     ax.axhline(0.0, color="0.7", lw=0.8)
+    if d <= 30:  # every feature by name, while they fit
+        ax.set_xticks(features, [_feature_label(labeller, j) for j in features])
+    else:
+        _integer_ticks(ax.xaxis)
     ax.set_xlabel("feature")
     ax.set_ylabel(f"{var_name}[:, {component}]")
     ax.set_title(f"Posterior of loadings column {component} ({len(values)} draws, {frame})")

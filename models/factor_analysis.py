@@ -22,6 +22,7 @@ import numpyro
 import numpyro.distributions as dist
 from latentlab.models.gaussian_latent import (
     GaussianData,
+    PCAStart,
     detect_missing,
     expected_stats,
     observe_rows,
@@ -39,6 +40,8 @@ __all__ = [
     "e_step",
     "m_step",
     "rescale",
+    "scale_data",
+    "observed_counts",
     "n_parameters",
     "orthomax",
 ]
@@ -67,7 +70,8 @@ def fa_model(
 ):
     """Factor analysis.  ``X`` (n, d) may hold NaN for missing entries.
 
-    Priors (active only with ``use_prior=True``; scaled for standardised data):
+    Priors (active only with ``use_prior=True``; for standardised data -- the estimator
+    fits every method on features scaled to unit variance):
     ``W_jk ~ N(0, 1)``, ``mu_j ~ N(0, 10^2)``, ``psi_j ~ LogNormal(0, 2)``.
     """
     if X is not None:
@@ -95,11 +99,29 @@ model = fa_model
 
 
 def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
-    """Random loadings at the data's scale; each noise variance at half its feature's variance."""
+    """Random loadings at each feature's own scale; each noise variance at half its
+    feature's variance.
+
+    Row j of W is drawn with variance ``column_variance[j] / K``, so the start (and with
+    it every EM iterate) is equivariant under rescaling the features: a start at the
+    mean variance would give a feature with a tiny variance huge loadings relative to
+    its noise, and an ill-conditioned first E-step.
+    """
     column_variance = jnp.asarray(column_variance) * jnp.ones(n_features)
-    scale = jnp.sqrt(jnp.mean(column_variance) / n_components)
+    scale = jnp.sqrt(column_variance / n_components)[:, None]
     W = scale * jax.random.normal(key, (n_features, n_components), column_variance.dtype)
     return Params(W=W, mu=jnp.zeros_like(column_variance), psi=0.5 * column_variance)
+
+
+def init_from_pca(start: PCAStart, hyper: Hyper) -> Params:
+    """EM start at the PCA solution (from
+    :func:`~latentlab.models.gaussian_latent.mean_imputed_pca`): its loadings, and each
+    feature's variance left unexplained by them as its noise variance, floored.
+
+    Deterministic and near a good optimum, where a random start can settle, converged,
+    in a worse one (seen: 0.06 nats/row on 60 x 6 data with K = 2).
+    """
+    return Params(W=start.W, mu=start.mu, psi=jnp.maximum(start.residual, hyper.variance_floor))
 
 
 def e_step(params: Params, data: GaussianData, hyper: Hyper):
@@ -115,8 +137,25 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
 
 
 def rescale(params: Params, scale) -> Params:
-    """Parameters for data multiplied by ``scale``."""
-    return Params(W=params.W * scale, mu=params.mu * scale, psi=params.psi * scale**2)
+    """Parameters for data multiplied by ``scale``: a number, or one factor per feature
+    (d,) -- the model is equivariant under both (x -> S x: W -> S W, psi -> S^2 psi)."""
+    scale = jnp.asarray(scale)
+    return Params(W=params.W * scale[..., None], mu=params.mu * scale, psi=params.psi * scale**2)
+
+
+def scale_data(data: GaussianData, scale) -> GaussianData:
+    """The E-step's data for X divided column-wise by ``scale`` (d,): elementwise, one
+    rounding per entry (no sums are recomputed)."""
+    complete = data.complete._replace(
+        sum_x=data.complete.sum_x / scale,
+        sum_xx=data.complete.sum_xx / jnp.outer(scale, scale),
+    )
+    return data._replace(complete=complete, X=data.X / scale)
+
+
+def observed_counts(data: GaussianData):
+    """Number of observed entries of each feature, (d,)."""
+    return data.complete.n + jnp.sum(data.mask, axis=(0, 1))
 
 
 def n_parameters(n_features: int, n_components: int) -> int:

@@ -213,6 +213,52 @@ def solve_regression(stats: RegressionStats, w_penalty=None):
     return coef[:, :K], coef[:, K], jnp.maximum(residual, 0.0)
 
 
+# ----------------------------------------------------------------------------- PCA start
+
+
+class PCAStart(NamedTuple):
+    """The Tipping-Bishop PPCA solution of a covariance, for starting EM."""
+
+    W: jax.Array  # (d, K) U_K (L_K - sigma2)^{1/2}
+    mu: jax.Array  # (d,)
+    sigma2: jax.Array  # () mean of the discarded eigenvalues
+    residual: jax.Array  # (d,) each feature's variance left unexplained by W W^T
+
+
+def pca_solution(n, sum_x, sum_xx, n_components: int) -> PCAStart:
+    """Tipping & Bishop (1999) eq. 7-8 from row sums (n, sum x, sum x x^T).
+
+    With S the ML (ddof=0) covariance and eigenvalues l_1 >= ... >= l_d:
+    sigma2 = mean(l_{K+1..d}),  W = U_K (L_K - sigma2 I)^{1/2}.
+    """
+    mu = sum_x / n
+    cov = sum_xx / n - jnp.outer(mu, mu)  # callers pass data already centred near 0
+    eigvals, eigvecs = jnp.linalg.eigh(cov)
+    eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
+    discarded = eigvals[n_components:]
+    # no eigenvalue left over (K = d, as factor analysis allows): no isotropic noise
+    sigma2 = jnp.mean(discarded) if discarded.size else jnp.zeros((), eigvals.dtype)
+    W = eigvecs[:, :n_components] * jnp.sqrt(jnp.maximum(eigvals[:n_components] - sigma2, 0.0))
+    residual = jnp.maximum(jnp.diagonal(cov) - jnp.sum(W**2, axis=1), 0.0)
+    return PCAStart(W=W, mu=mu, sigma2=sigma2, residual=residual)
+
+
+def mean_imputed_pca(data: GaussianData, n, n_components: int) -> PCAStart:
+    """:func:`pca_solution` of the data with every missing entry at its column's
+    observed mean, a deterministic EM start near the optimum.
+
+    ``data`` comes from :func:`summarise`, so missing entries (and padding rows) are
+    already 0, the observed column means; ``n`` is the number of real rows.  Random
+    starts alone can settle in worse local optima when data are missing (seen with
+    monotone patterns).  For complete data this is the ML solution itself.
+    """
+    d = data.X.shape[-1]
+    X = data.X.reshape(-1, d)
+    sum_x = data.complete.sum_x + jnp.sum(X, axis=0)
+    sum_xx = data.complete.sum_xx + X.T @ X
+    return pca_solution(n, sum_x, sum_xx, n_components)
+
+
 # ----------------------------------------------------------------------------- data prep
 
 

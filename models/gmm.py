@@ -74,7 +74,10 @@ class Params(NamedTuple):
 
 
 class Hyper(NamedTuple):
-    reg_covar: jax.Array  # () added to every covariance's diagonal
+    # () or (d,): the covariance floor, Sigma >= diag(reg_covar) (see m_step); positive.
+    # Per feature because the estimator fits in standardised units, where an absolute
+    # floor in the data's units becomes reg_covar / s_j^2 for feature j.
+    reg_covar: jax.Array
 
 
 class GMMData(NamedTuple):
@@ -398,13 +401,85 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
 # ----------------------------------------------------------------------------- M-step
 
 
+def _floored_cholesky(cov, floor):
+    """Lower Cholesky factor of the covariance Sigma >= G = diag(floor) that maximises
+    the Gaussian likelihood of scatter ``cov`` (one or a stack of (d, d)); ``floor`` is
+    () or (d,), positive.
+
+    With R = G^{1/2}, Sigma = R T R turns the constraint into T >= I and the scatter into
+    C~ = R^{-1} cov R^{-1}: the maximiser is T = C~ with its eigenvalues lambda below 1
+    raised to 1, i.e. Sigma = cov + sum over lambda_i < 1 of (1 - lambda_i) R u_i u_i^T R.
+
+    An eigendecomposition of C~ itself resolves its eigenpairs only to eps |C~|, and
+    with floors from 1e10 down to round-off (features whose scales differ by 1e16 under
+    an absolute ``reg_covar``) |C~| ~ 1e14 swamps exactly the eigenpairs near and below
+    1 that the floor acts on (seen: EM losing 5e-4 nats).  So they are taken from
+    F = R (cov + G)^{-1} R instead, whose eigenvalues are 1 / (1 + lambda) in (0, 1]:
+    |F| <= 1, and the floored ones (lambda < 1, eigenvalue > 1/2) come out to eps.
+    (cov + G) is inverted after scaling it to unit diagonal, where its conditioning does
+    not depend on the features' units.  The factor of the result then comes from the
+    eigendecomposition of its unit-diagonal form (R of the QR of diag(sqrt(omega)) W^T
+    has R^T R = W diag(omega) W^T), so it exists even where the floor is at round-off
+    level and a Cholesky of the matrix can fail.
+    """
+    d = cov.shape[-1]
+    dtype = cov.dtype
+    floor = jnp.broadcast_to(jnp.asarray(floor, dtype), (d,))
+    floor = jnp.maximum(floor, jnp.finfo(dtype).tiny)
+    r = jnp.sqrt(floor)
+    cov = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
+
+    def unit_diagonal(matrix, diagonal):
+        """matrix / sqrt(d_i d_j), and the lower bound min_j floor_j / d_j on its
+        eigenvalues that the constraint gives (round-off may not undercut it)."""
+        root = jnp.sqrt(diagonal)
+        bound = jnp.min(floor / diagonal, axis=-1, keepdims=True)
+        return matrix / (root[..., :, None] * root[..., None, :]), root, bound
+
+    # F = R (cov + G)^{-1} R, from the unit-diagonal form of cov + G
+    shifted = cov + jnp.diag(floor)
+    diagonal = jnp.maximum(jnp.diagonal(shifted, axis1=-2, axis2=-1), floor)
+    scaled, root, bound = unit_diagonal(shifted, diagonal)
+    alpha, V = jnp.linalg.eigh(scaled)
+    EV = (r / root)[..., :, None] * V
+    F = (EV / jnp.maximum(alpha, bound)[..., None, :]) @ jnp.swapaxes(EV, -1, -2)
+    phi, U = jnp.linalg.eigh(0.5 * (F + jnp.swapaxes(F, -1, -2)))
+    phi = jnp.clip(phi, jnp.finfo(dtype).tiny, 1.0)
+    weight = jnp.maximum(2.0 - 1.0 / phi, 0.0)  # 1 - lambda where lambda < 1, else 0
+    RU = r[:, None] * U
+    sigma = cov + (RU * weight[..., None, :]) @ jnp.swapaxes(RU, -1, -2)
+
+    # its Cholesky factor, from the unit-diagonal form's eigendecomposition
+    diagonal = jnp.maximum(jnp.diagonal(sigma, axis1=-2, axis2=-1), floor)
+    scaled, root, bound = unit_diagonal(sigma, diagonal)
+    omega, W = jnp.linalg.eigh(scaled)
+    half = jnp.sqrt(jnp.maximum(omega, bound))[..., :, None] * jnp.swapaxes(W, -1, -2)
+    L = jnp.swapaxes(jnp.linalg.qr(half, mode="r"), -1, -2)
+    sign = jnp.sign(jnp.diagonal(L, axis1=-2, axis2=-1))
+    L = L * jnp.where(sign == 0, 1.0, sign)[..., None, :]  # positive diagonal
+    return root[..., :, None] * L
+
+
 def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type: str) -> Params:
-    """PRML 9.24-9.26 from statistics about the old means mu_k.
+    """PRML 9.24-9.26 from statistics about the old means mu_k, with the covariances
+    floored at diag(``reg_covar``).
 
     With delta_k = sum_i r_ik (x_i - mu_k) / N_k, the new mean is mu_k + delta_k and the
-    new covariance ``S_k / N_k - delta_k delta_k^T + reg_covar I`` (S_k about mu_k):
-    delta_k -> 0 as EM converges, so nothing cancels.  A component whose N_k is
-    (numerically) zero keeps its old mean and covariance.
+    scatter about it ``S_k = sum_dxx_k / N_k - delta_k delta_k^T``: delta_k -> 0 as EM
+    converges, so nothing cancels.  A component whose N_k is (numerically) zero keeps
+    its old mean and covariance.
+
+    The covariance is the maximiser of the expected complete-data log-likelihood over
+    covariances Sigma >= diag(reg_covar) (``reg_covar`` a number or one floor per
+    feature): for a number, ``S_k`` with its eigenvalues below the floor raised to it;
+    for a vector, the same after scaling feature j by reg_covar_j^{-1/2} (computed
+    as :func:`_floored_cholesky` explains); variances: ``max(S_k, reg_covar)``; spherical:
+    ``max(mean variance, max(reg_covar))``.  Unlike
+    scikit-learn's ``S_k + reg_covar I`` this is an exact (constrained) M-step, so EM
+    never lowers the likelihood -- ``S_k + reg_covar I`` can, most visibly with missing
+    entries, whose conditional variances carry the added term into every later
+    iteration.  On data whose scatter is well above ``reg_covar`` the two agree to
+    O(reg_covar).
     """
     dtype = stats.count.dtype
     tiny = 10.0 * jnp.finfo(dtype).eps
@@ -414,22 +489,21 @@ def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type
     means = params.means + delta
     empty = stats.count < tiny * jnp.maximum(jnp.sum(stats.count), 1.0)
     reg = hyper.reg_covar
-    d = means.shape[1]
-    eye = jnp.eye(d, dtype=dtype)
     if covariance_type == "full":
         cov = stats.sum_dxx / count[:, None, None] - delta[:, :, None] * delta[:, None, :]
-        scale = jnp.linalg.cholesky(cov + reg * eye)
+        scale = _floored_cholesky(cov, reg)
         scale = jnp.where(empty[:, None, None], params.scale, scale)
     elif covariance_type == "tied":
         scatter = stats.sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
         cov = jnp.sum(scatter, axis=0) / jnp.sum(count)
-        scale = jnp.linalg.cholesky(cov + reg * eye)
+        scale = _floored_cholesky(cov, reg)
     else:
-        var = jnp.maximum(stats.sum_dxx / count[:, None] - delta**2, 0.0) + reg
+        var = stats.sum_dxx / count[:, None] - delta**2
         if covariance_type == "diag":
-            scale = jnp.where(empty[:, None], params.scale, jnp.sqrt(var))
+            scale = jnp.where(empty[:, None], params.scale, jnp.sqrt(jnp.maximum(var, reg)))
         else:
-            scale = jnp.where(empty, params.scale, jnp.sqrt(jnp.mean(var, axis=1)))
+            spherical = jnp.maximum(jnp.mean(var, axis=1), jnp.max(reg))
+            scale = jnp.where(empty, params.scale, jnp.sqrt(spherical))
     means = jnp.where(empty[:, None], params.means, means)
     return Params(weights=weights, means=means, scale=scale)
 

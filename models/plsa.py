@@ -34,6 +34,9 @@ E-step reports as its objective; ``beta = 1`` is plain EM on the log-likelihood.
 
 Every array is indexed by the nonzero entries of the count matrix (``Corpus``: document
 index, word index, count), so an iteration costs O(nnz K) for dense and sparse input.
+A corpus that is dense enough also carries its (D, W) matrix, and the untempered E-step
+(EM and fold-in) then runs as three dense matrix products, O(D W K) multiply-adds that
+are cheaper on CPU than the gathers and scatter-adds at the nonzeros.
 """
 
 from __future__ import annotations
@@ -96,6 +99,10 @@ class Corpus(NamedTuple):
     count: jax.Array  # (nnz,) float counts (0 for padding)
     doc_mask: jax.Array  # (D,) 1 for a real document, 0 for a padding row
     log_coefficient: jax.Array  # () sum_d log N_d! - sum_dw log x_dw!
+    # (D, W) the same counts as a dense matrix, or None.  Given, the untempered E-step
+    # uses dense matrix products instead of gathers and scatters at the nonzeros,
+    # faster on CPU for corpora with more than ~30% nonzeros (the estimator's rule).
+    dense: jax.Array | None = None
 
 
 class TopicStats(NamedTuple):
@@ -247,14 +254,43 @@ def _doc_sum(values, corpus: Corpus, n_docs: int):
 def _objective(theta, phi, corpus: Corpus, hyper: Hyper, log_total):
     """log-likelihood (tempered: its tempered form) plus, for MAP, the log priors."""
     data_term = corpus.log_coefficient + jnp.sum(log_total)
-    log_prior = _log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask)
-    log_prior += _log_dirichlet(phi, hyper.topic_word_prior, jnp.ones(phi.shape[0], phi.dtype))
-    return data_term + jnp.where(hyper.prior_weight > 0, log_prior, 0.0)
+
+    def log_prior():
+        value = _log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask)
+        ones = jnp.ones(phi.shape[0], phi.dtype)
+        return value + _log_dirichlet(phi, hyper.topic_word_prior, ones)
+
+    # a cond, not a select: ML fits skip the D x K logarithms of every step (the
+    # predicate is not batched across n_init starts, so it stays a branch under vmap)
+    zero = jnp.zeros((), data_term.dtype)
+    return data_term + jax.lax.cond(hyper.prior_weight > 0, log_prior, lambda: zero)
+
+
+def _dense_e_step(theta, phi, counts):
+    """The untempered E-step by dense matrix products: ``r = x / (theta Phi)`` where
+    ``x > 0`` (0 elsewhere), ``n_dk = theta_dk (r Phi^T)_dk``, ``n_kw = Phi_kw (theta^T
+    r)_kw``; and ``sum x log (theta Phi)`` (-inf where a count has probability 0)."""
+    # 1 where nothing is observed: x log 1 = 0 there, and x log 0 = -inf where a count
+    # has probability 0 (whose ratio is set to 0, as at the nonzeros)
+    safe = jnp.where(counts > 0, theta @ phi, 1.0)
+    # The barrier keeps XLA from fusing the ratio into both products' operands (it
+    # would be computed twice): 0.37 -> 0.24 ms per step for digits at K = 20.
+    ratio = jax.lax.optimization_barrier(jnp.where(safe > 0, counts / safe, 0.0))
+    doc_counts = theta * (ratio @ phi.T)
+    word_counts = phi * (theta.T @ ratio)
+    return TopicStats(doc_counts, word_counts), counts * jnp.log(safe)
 
 
 def e_step(params: Params, corpus: Corpus, hyper: Hyper, *, tempered: bool = False):
-    """Expected topic counts (Hofmann's E-step, summed over the nonzeros) and the objective."""
+    """Expected topic counts (Hofmann's E-step, summed over the nonzeros) and the objective.
+
+    With ``corpus.dense`` (and ``tempered=False``) by dense matrix products, otherwise
+    at the nonzeros; the two agree to round-off.
+    """
     theta, phi = _onto_simplex(params.theta), _onto_simplex(params.phi)
+    if corpus.dense is not None and not tempered:  # static: the pytree's structure
+        stats, log_total = _dense_e_step(theta, phi, corpus.dense)
+        return stats, _objective(theta, phi, corpus, hyper, log_total)
     phi_entries = phi.T.at[corpus.word].get(mode="promise_in_bounds")
     expected, log_total, _ = _token_terms(theta, phi_entries, corpus, hyper.tempering, tempered)
     n_docs, n_words = theta.shape[0], phi.shape[1]
@@ -296,12 +332,14 @@ class FoldInHyper(NamedTuple):
     phi_entries: jax.Array  # (nnz, K) phi_kw at every entry's word: (phi^T)[corpus.word]
     phi_log_prior: jax.Array  # () log p(phi), a constant of the MAP objective
     hyper: Hyper
+    phi: jax.Array | None = None  # (K, W) the topics, for a corpus with a dense matrix
 
 
 def fold_in_hyper(phi, corpus: Corpus, hyper: Hyper) -> FoldInHyper:
     """Fold-in's fixed part for ``corpus``: the topics at its entries and their log prior."""
     phi_log_prior = _log_dirichlet(phi, hyper.topic_word_prior, jnp.ones(phi.shape[0], phi.dtype))
-    return FoldInHyper(phi.T[corpus.word], phi_log_prior, hyper)
+    phi_dense = phi if corpus.dense is not None else None
+    return FoldInHyper(phi.T[corpus.word], phi_log_prior, hyper, phi_dense)
 
 
 def fold_in_e_step(
@@ -313,15 +351,25 @@ def fold_in_e_step(
     training corpus reports the fit's objective.
     """
     theta = _onto_simplex(params.theta)
-    expected, log_total, log_probability = _token_terms(
-        theta, fixed.phi_entries, corpus, fixed.hyper.tempering, tempered
-    )
     n_docs = theta.shape[0]
-    doc_counts = _doc_sum(expected, corpus, n_docs)
-    doc_loglik = _doc_sum(corpus.count * log_probability, corpus, n_docs)
+    if corpus.dense is not None and fixed.phi is not None and not tempered:
+        stats, log_total = _dense_e_step(theta, fixed.phi, corpus.dense)
+        doc_counts = stats.doc_counts
+        doc_loglik = doc_data = jnp.sum(log_total, axis=1)
+    else:
+        expected, log_total, log_probability = _token_terms(
+            theta, fixed.phi_entries, corpus, fixed.hyper.tempering, tempered
+        )
+        doc_counts = _doc_sum(expected, corpus, n_docs)
+        doc_loglik = _doc_sum(corpus.count * log_probability, corpus, n_docs)
+        doc_data = _doc_sum(log_total, corpus, n_docs)
     use_prior = fixed.hyper.prior_weight > 0
-    doc_prior = _log_dirichlet_rows(theta, fixed.hyper.doc_topic_prior) * corpus.doc_mask
-    doc_objective = _doc_sum(log_total, corpus, n_docs) + jnp.where(use_prior, doc_prior, 0.0)
+    doc_prior = jax.lax.cond(  # a branch: ML fold-in skips the D x K logarithms
+        use_prior,
+        lambda: _log_dirichlet_rows(theta, fixed.hyper.doc_topic_prior) * corpus.doc_mask,
+        lambda: jnp.zeros_like(doc_data),
+    )
+    doc_objective = doc_data + doc_prior
     objective = corpus.log_coefficient + jnp.sum(doc_objective)
     objective += jnp.where(use_prior, fixed.phi_log_prior, 0.0)
     return FoldInStats(doc_counts, doc_loglik, doc_objective), objective

@@ -23,9 +23,11 @@ import numpyro
 import numpyro.distributions as dist
 from latentlab.models.gaussian_latent import (
     GaussianData,
+    PCAStart,
     detect_missing,
     expected_stats,
     observe_rows,
+    pca_solution,
     sample_loadings_and_mean,
     solve_regression,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "model",
     "rescale",
     "init_params",
+    "init_from_pca",
     "e_step",
     "m_step",
     "ml_params",
@@ -109,6 +112,12 @@ def init_params(key, n_features: int, n_components: int, column_variance) -> Par
     return Params(W=W, mu=jnp.zeros(n_features, mean_variance.dtype), sigma2=0.5 * mean_variance)
 
 
+def init_from_pca(start: PCAStart, hyper) -> Params:
+    """EM start at a PCA solution (from
+    :func:`~latentlab.models.gaussian_latent.mean_imputed_pca`), sigma2 floored."""
+    return Params(W=start.W, mu=start.mu, sigma2=jnp.maximum(start.sigma2, hyper.variance_floor))
+
+
 def rescale(params: Params, scale) -> Params:
     """Parameters for data multiplied by ``scale`` (PPCA is equivariant under it)."""
     return Params(W=params.W * scale, mu=params.mu * scale, sigma2=params.sigma2 * scale**2)
@@ -151,10 +160,5 @@ def ml_params(n, sum_x, sum_xx, n_components: int) -> Params:
     With S the ML (ddof=0) covariance and eigenvalues l_1 >= ... >= l_d:
     sigma2 = mean(l_{K+1..d}),  W = U_K (L_K - sigma2 I)^{1/2}.
     """
-    mu = sum_x / n
-    cov = sum_xx / n - jnp.outer(mu, mu)  # callers pass data already centred near 0
-    eigvals, eigvecs = jnp.linalg.eigh(cov)
-    eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
-    sigma2 = jnp.mean(eigvals[n_components:])
-    W = eigvecs[:, :n_components] * jnp.sqrt(jnp.maximum(eigvals[:n_components] - sigma2, 0.0))
-    return Params(W=W, mu=mu, sigma2=sigma2)
+    start = pca_solution(n, sum_x, sum_xx, n_components)
+    return Params(W=start.W, mu=start.mu, sigma2=start.sigma2)

@@ -157,3 +157,79 @@ def test_save_load_round_trip(fitted, planted, tmp_path):
     assert loaded.score(X) == fitted.score(X)
     assert loaded.effective_rank_ == fitted.effective_rank_
     np.testing.assert_array_equal(loaded.impute(X), fitted.impute(X))
+
+
+# -- pruning follows the ARD fixed point (issue 16, item 6) -------------------------------
+
+
+def rotated_low_rank(n=500, d=25, rank=5, sigma=1.0, seed=42, n_test=0):
+    """Rank-``rank`` signal along the first columns of a random orthogonal U plus
+    isotropic noise sigma^2 (the set-up of scikit-learn's PPCA/FA model-selection
+    example); ``n_test`` more rows from the same U for held-out scores."""
+    from scipy import linalg
+
+    rng = np.random.RandomState(seed)
+    U, _, _ = linalg.svd(rng.randn(d, d))
+    X = rng.randn(n + n_test, rank) @ U[:, :rank].T + sigma * rng.randn(n + n_test, d)
+    return X[:n], X[n:], U[:, :rank]
+
+
+def test_weak_real_components_survive_and_give_the_best_held_out_score():
+    """Real components with ||w||^2 of 0.65-1.2 sigma2 are supported at n = 500: the
+    old rule ||w||^2 < sigma2 pruned them (effective rank 0 or 1)."""
+    X, X_test, U = rotated_low_rank(n_test=500)
+    est = BayesianPCA(random_state=0).fit(X)
+    assert est.effective_rank_ == 5
+    assert est.noise_variance_ == pytest.approx(1.0, rel=0.05)
+    assert est.prune_level_ == pytest.approx(10 * 2e-3 * np.mean(np.var(X, axis=0)))
+    # the survivors span PPCA's rank-5 ML subspace, and the planted one as closely as
+    # 500 rows allow (weakest direction: sin^2 ~ (d - 5)(1 + 0.65) / (n 0.65^2) ~ 0.16)
+    Q, _ = np.linalg.qr(est.components_[:5].T)
+    Q_ppca, _ = np.linalg.qr(PPCA(5, method="closed_form").fit(X).components_.T)
+    assert np.linalg.svd(Q_ppca.T @ Q, compute_uv=False).min() > 0.99
+    assert np.linalg.svd(U.T @ Q, compute_uv=False).min() > 0.9
+    # held out: at least as good as PPCA told the right rank, better than any other
+    ppca = {k: PPCA(k, method="closed_form").fit(X).score(X_test) for k in range(1, 11)}
+    assert est.score(X_test) >= ppca[5] - 1e-3
+    assert est.score(X_test) > max(v for k, v in ppca.items() if k != 5)
+
+
+@pytest.mark.parametrize(
+    "n, d, rank, noise",
+    [
+        (500, 25, 8, 3.0),  # many weak components in strong noise
+        (100, 25, 5, 1.0),
+        # little noise: 2b exceeds sigma2, unsupported columns stall near 2b instead of
+        # collapsing (the old rule kept them)
+        (100, 25, 5, 0.1),
+        (60, 10, 2, 1.0),  # few rows
+    ],
+)
+def test_recovers_the_planted_rank_over_a_grid(n, d, rank, noise):
+    X, W, _ = planted_low_rank(n=n, d=d, rank=rank, noise=noise, seed=0)
+    est = BayesianPCA(random_state=0).fit(X)  # starts from min(n, d) - 1 components
+    assert est.effective_rank_ == rank
+    assert np.count_nonzero(np.linalg.norm(est.components_, axis=1)) == rank
+    # the kept columns carry far more than the pruning level, which is far above the
+    # pruned ones' (all exactly zero)
+    assert np.sum(est.components_[:rank] ** 2, axis=1).min() > 10 * est.prune_level_
+    Q_true, _ = np.linalg.qr(W)
+    Q_fit, _ = np.linalg.qr(est.components_[:rank].T)
+    assert np.linalg.svd(Q_true.T @ Q_fit, compute_uv=False).min() > 0.95
+    assert est.noise_variance_ == pytest.approx(noise**2, rel=0.2)
+
+
+def test_prune_level_is_the_alpha_fixed_point_rule():
+    """A column is pruned exactly when alpha_k is within a factor 1 + prune_threshold of
+    its data-free value (d + 2a - 2) / 2b, i.e. ||w_k||^2 < prune_threshold * 2b."""
+    from latentlab.models.bpca import active_columns
+
+    d, a, b = 10, 1.0, 0.01
+    norms = np.array([0.0, 0.05, 0.19, 0.21, 3.0])
+    W = np.zeros((d, len(norms)))
+    W[0] = np.sqrt(norms)
+    alpha = (d + 2 * a - 2) / (norms + 2 * b)
+    alpha_free = (d + 2 * a - 2) / (2 * b)
+    expected = alpha_free / alpha > 1 + 10.0
+    np.testing.assert_array_equal(np.asarray(active_columns(W, b, 10.0)), expected)
+    assert expected.tolist() == [False, False, False, True, True]

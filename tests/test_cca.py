@@ -187,3 +187,36 @@ def test_quick_compile_path_matches_optimised_path(monkeypatch):
     for a, b in zip(quick, optimised, strict=True):
         assert_allclose(b.correlations_, a.correlations_, rtol=1e-12)
         assert_allclose(b.transform(X[:4]), a.transform(X[:4]), atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype, atol", [("float64", 1e-9), ("float32", 1e-4)])
+def test_cca_is_unchanged_by_a_huge_offset_in_either_precision(dtype, atol):
+    # Centring now happens in float64 before any cast: with a mean of 1e8, float32
+    # used to call the covariance singular.  linnerud holds integers, so X + 1e8 is exact.
+    shift = 1e8
+    ref = latentlab.CCA().fit(X, Y)
+    cca = latentlab.CCA(dtype=dtype).fit(X + shift, Y - shift)
+    assert_allclose(cca.correlations_, LINNERUD_CORRELATIONS, atol=atol)
+    for ours, expected in zip(
+        cca.transform(X + shift, Y - shift), ref.transform(X, Y), strict=True
+    ):
+        assert_allclose(ours, expected, atol=atol * 10 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+@pytest.mark.parametrize("dtype, atol", [("float64", 1e-9), ("float32", 1e-4)])
+def test_kernel_cca_is_unchanged_by_a_huge_offset_in_either_precision(kernel, dtype, atol):
+    # Multiples of 1/8 stay exact after adding 1e8, so any difference is the method's.
+    # Before: float64 scores off by 2.9 and correlations by 0.16; float32 by 0.99.
+    rng = np.random.default_rng(3)
+    A = rng.integers(-12, 13, size=(60, 2)) / 8.0
+    B = np.c_[A[:, 0] ** 2, A[:, 1]] + rng.integers(-2, 3, size=(60, 2)) / 8.0
+    settings = dict(n_components=2, reg=0.1, kernel=kernel, gamma=0.5)
+    ref = latentlab.KernelCCA(**settings).fit(A, B)
+    shift = 1e8
+    ours = latentlab.KernelCCA(**settings, dtype=dtype).fit(A + shift, B - shift)
+    assert_allclose(ours.correlations_, ref.correlations_, atol=atol)
+    for got, expected in zip(
+        ours.transform(A[:7] + shift, B[:7] - shift), ref.transform(A[:7], B[:7]), strict=True
+    ):
+        assert_allclose(got, expected, atol=atol * 10 * np.abs(expected).max())

@@ -4,6 +4,7 @@ Calls ``main([...])`` in-process (fast: compiled programs are shared with the ot
 tests through the same shapes, d = 6, n = 240) and runs the installed script once.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,8 +100,10 @@ def test_semicolons_are_detected_and_non_numeric_columns_explained(frame, tmp_pa
         ("", "is empty"),
         ("a,b,c\n1,2,3\n4,5,6,7,8\n", "could not parse"),
         ("a,b\n1,\n,\n", "no observed entry"),
+        ("a,b,c\n", "has a header row but no data rows"),
+        ("a;b\n1,5;2\n-0,25;3,75\n", "decimal comma (e.g. '1,5'): pass --decimal ','"),
     ],
-    ids=["missing-file", "empty", "ragged", "empty-column"],
+    ids=["missing-file", "empty", "ragged", "empty-column", "header-only", "decimal-comma"],
 )
 def test_input_errors_exit_1_with_a_message(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"
@@ -161,3 +164,164 @@ def test_parse_ks():
     for bad in ("0:3", "a", "2:"):
         with pytest.raises(Exception, match="K"):
             parse_ks(bad)
+
+
+# -- issue 16: output paths, precision, pipes, headers ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "outputs, message",
+    [
+        (["-o", "filled.csv", "--std", "data.csv"], "--std 'data.csv' is the input file"),
+        (["-o", "f.csv", "--std", "./f.csv"], "-o and --std both name the file 'f.csv'"),
+        (["--interval", "lo.csv", "f.csv", "-o", "f.csv"], "both name the file"),
+        (["-o", "f.csv", "--interval", "lo.csv", "lo.csv"], "both name the file 'lo.csv'"),
+        (["-o", "f.csv", "--std", "sub/../link.csv"], "is the input file"),
+        (["-o", "-", "--std", "-"], "both name standard output"),
+    ],
+    ids=["std-is-input", "dot-slash", "interval-is-output", "lower-is-upper", "link", "stdout"],
+)
+def test_colliding_output_paths_are_refused_before_reading(
+    outputs, message, csv_file, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.csv").symlink_to(csv_file)
+    before = csv_file.read_bytes()
+    assert main(["impute", "data.csv", *outputs]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert csv_file.read_bytes() == before  # the data are intact ...
+    assert not (tmp_path / "f.csv").exists() and not (tmp_path / "filled.csv").exists()
+    # ... and compare's table may not replace its input either
+    assert main(["compare", "data.csv", "-o", "./data.csv"]) == 1
+    assert "-o './data.csv' is the input file" in capsys.readouterr().err
+    assert csv_file.read_bytes() == before
+
+
+def test_in_place_output_is_atomic_and_keeps_permissions(frame, csv_file, tmp_path, monkeypatch):
+    argv = ["impute", str(csv_file), "-o", str(csv_file), "--model", "ppca", "-k", "2", "-q"]
+    csv_file.chmod(0o640)
+    before = csv_file.read_bytes()
+    # a write that fails half-way (disk full) leaves the old file and no temporary one
+    real_to_csv = pd.DataFrame.to_csv
+
+    def disk_full(self, handle, **kwargs):
+        handle.write("a,b\n1,")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", disk_full)
+    assert main(argv) == 1
+    assert csv_file.read_bytes() == before and sorted(tmp_path.iterdir()) == [csv_file]
+    monkeypatch.setattr(pd.DataFrame, "to_csv", real_to_csv)
+    assert main(argv) == 0  # -o may name the input: it is read before anything is written
+    filled = pd.read_csv(csv_file)
+    expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(frame)
+    np.testing.assert_array_equal(filled.to_numpy(), expected.to_numpy())
+    assert sorted(tmp_path.iterdir()) == [csv_file] and (csv_file.stat().st_mode & 0o777) == 0o640
+
+
+def test_imputed_cells_get_the_inputs_precision(frame, tmp_path):
+    # two decimals in, two decimals out; observed cells are copied as written
+    path, out = tmp_path / "two.csv", tmp_path / "out.csv"
+    frame.to_csv(path, index=False, float_format="%.2f")
+    argv = ["impute", str(path), "--model", "ppca", "-k", "2", "-q"]
+    assert main([*argv, "-o", str(out)]) == 0
+    text_in = pd.read_csv(path, dtype=str).to_numpy()
+    text_out = pd.read_csv(out, dtype=str).to_numpy()
+    observed = frame.notna().to_numpy()
+    np.testing.assert_array_equal(text_out[observed], text_in[observed])
+    assert all(len(cell.split(".")[1]) == 2 for cell in text_out[~observed])
+    # the values are the imputer's on the same data, rounded to 2 decimals
+    expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(pd.read_csv(path))
+    np.testing.assert_allclose(
+        text_out[~observed].astype(float), expected.to_numpy()[~observed], atol=0.005 + 1e-12
+    )
+    assert main([*argv, "-o", str(out), "--full-precision"]) == 0
+    np.testing.assert_array_equal(pd.read_csv(out).to_numpy(), expected.to_numpy())
+
+
+def test_decimal_commas_and_duplicate_headers_round_trip(frame, tmp_path):
+    # a European CSV: ';' between fields, ',' as decimal mark, a repeated column name
+    path, out = tmp_path / "eu.csv", tmp_path / "out.csv"
+    header = ["a", "b", "a", "d", "e", "f"]
+    frame.set_axis(header, axis=1).to_csv(path, index=False, sep=";", decimal=",")
+    argv = ["impute", str(path), "-o", str(out), "--model", "ppca", "-k", "2", "-q"]
+    assert main([*argv, "--decimal", ",", "--full-precision"]) == 0
+    assert out.read_text().splitlines()[0] == "a;b;a;d;e;f"  # not a.1
+    written = pd.read_csv(out, sep=";", decimal=",")
+    expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(frame)
+    np.testing.assert_array_equal(written.to_numpy(), expected.to_numpy())
+
+
+def test_huge_values_are_imputed_not_written_as_empty_cells(frame, tmp_path):
+    # |x| ~ 1e200 (squares overflow): the imputer rescales, so the file holds 1e200 x
+    # the imputations of the data as given, not empty cells
+    path, out = tmp_path / "big.csv", tmp_path / "out.csv"
+    (frame * 1e200).to_csv(path, index=False)
+    assert main(["impute", str(path), "-o", str(out), "--model", "ppca", "-k", "2", "-q"]) == 0
+    written = pd.read_csv(out).to_numpy()
+    expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(frame).to_numpy()
+    assert np.all(np.isfinite(written))
+    np.testing.assert_allclose(written, expected * 1e200, rtol=1e-8)
+
+
+def test_non_finite_imputations_exit_1_and_write_nothing(csv_file, tmp_path, monkeypatch, capsys):
+    import latentlab
+
+    def broken(self, X, return_std=False):
+        return np.full_like(X, np.nan), np.full_like(X, np.nan)
+
+    monkeypatch.setattr(latentlab.PPCA, "impute", broken)
+    out = tmp_path / "out.csv"
+    assert main(["impute", str(csv_file), "-o", str(out), "--model", "ppca", "-k", "2"]) == 1
+    assert "non-finite imputations" in capsys.readouterr().err and not out.exists()
+
+
+def test_model_choice_table_lists_every_candidate(csv_file, tmp_path, monkeypatch, capsys):
+    # ten candidates (PPCA's seven ranks, FA twice, one mixture): the mixture, ranked
+    # last, was cut off by a head(8)
+    import latentlab.impute
+
+    table = pd.DataFrame(
+        {
+            "model": ["ppca"] * 7 + ["fa", "fa", "gmm"],
+            "n_components": [1, 2, 3, 5, 8, 12, 18, 2, 1, 2],
+            "heldout_loglik": -np.arange(10.0),
+            "note": "",
+        }
+    )
+
+    class Shown(Imputer):
+        def fit(self, X, y=None):
+            super().fit(X)
+            self.selection_ = table
+            return self
+
+    monkeypatch.setattr(latentlab.impute, "Imputer", Shown)
+    argv = ["impute", str(csv_file), "-o", str(tmp_path / "o.csv"), "--model", "ppca", "-k", "2"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "gmm" in err and err.count("ppca") >= 7
+
+
+def test_output_piped_into_head_ends_quietly(tmp_path):
+    # more output than a pipe buffer holds, so the writer meets the closed pipe
+    X, _, _ = planted_low_rank(n=3000, d=D, rank=2, noise=0.7, seed=1)
+    pd.DataFrame(hide_at_random(X, 0.2, seed=2)[0], columns=COLUMNS).to_csv(
+        tmp_path / "big.csv", index=False
+    )
+    script = Path(sys.executable).with_name("latentlab")
+    command = f"'{script}' impute big.csv -o - --model ppca -k 2 -q 2> err.txt | head -1"
+    result = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LATENTLAB_CACHE_DIR": ""},
+        check=False,
+    )
+    err = (tmp_path / "err.txt").read_text()
+    assert result.stdout == "a,b,c,d,e,f\n"
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception" not in err
+    assert result.returncode == 141  # 128 + SIGPIPE, as documented in --help

@@ -259,3 +259,55 @@ def test_plsa_heldout_is_document_completion():
     assert table.loc["plsa", "heldout_loglik"] != pytest.approx(np.mean(folded_in), rel=1e-3)
     assert table.attrs["completion_models"] == ["plsa"]
     assert "completion" in table.attrs["completion"]
+
+
+def test_paired_se_of_the_difference_to_the_best_equals_hand_computation(homoscedastic):
+    """heldout_se_diff is the SE of the per-row held-out difference to the best model,
+    paired over the same rows (arviz.compare's dse, per row), computed by hand."""
+    X, table = homoscedastic
+    folds = list(KFold(5, shuffle=True, random_state=0).split(X))
+    templates = {f"PPCA-{K}": PPCA(K, random_state=0) for K in KS}
+    templates |= {f"FA-{K}": FactorAnalysis(K, random_state=0) for K in KS}
+
+    def per_row(est):
+        return np.concatenate([clone(est).fit(X[tr]).score_samples(X[te]) for tr, te in folds])
+
+    best = table.index[0]
+    best_rows = per_row(templates[best])
+    m = len(best_rows)
+    for name in (best, "PPCA-4", "FA-7"):
+        d = best_rows - per_row(templates[name])
+        row = table.loc[name]
+        assert row["heldout_se_diff"] == pytest.approx(np.sqrt(m * np.var(d, ddof=1)) / m, rel=1e-9)
+        assert row["heldout_diff"] == pytest.approx(
+            table.loc[best, "heldout_loglik"] - row["heldout_loglik"], abs=1e-12
+        )
+    assert table.loc[best, "heldout_diff"] == 0 and table.loc[best, "near_best"] == "best"
+    # pairing removes the spread between rows that every model shares
+    assert (table["heldout_se_diff"].iloc[1:] < table["heldout_se"].iloc[1:]).all()
+    # near_best follows diff / se_diff
+    ratio = (table["heldout_diff"] / table["heldout_se_diff"]).iloc[1:]
+    expected = np.where(
+        ratio <= 1, "within 1 SE", np.where(ratio <= 2, "within 2 SE", "beyond 2 SE")
+    )
+    assert table["near_best"].iloc[1:].tolist() == expected.tolist()
+    # K=4 misses a planted dimension: clearly worse, by many paired SE
+    assert table.loc["PPCA-4", "near_best"] == "beyond 2 SE"
+    assert table.attrs["edge_of_grid"] is None  # K=5 is inside 4..7
+
+
+def test_warns_when_the_best_k_is_at_the_edge_of_the_grid(data):
+    X = data  # planted rank 5
+    with pytest.warns(UserWarning, match=r"largest K of its grid \(K = 4, 5\).*larger K"):
+        table = compare([PPCA(4, random_state=0), PPCA(5, random_state=0)], X, cv=5)
+    assert table.index[0] == "PPCA(K=5)" and "larger K" in table.attrs["edge_of_grid"]
+    with pytest.warns(UserWarning, match=r"smallest K of its grid \(K = 5, 6, 7\).*smaller K"):
+        compare([PPCA(K, random_state=K) for K in (5, 6, 7)], X, cv=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # K=5 inside the grid: no warning
+        table = compare([PPCA(K, random_state=0) for K in (4, 5, 6)], X, cv=5)
+    assert table.attrs["edge_of_grid"] is None
+    # models that differ in more than K are no grid: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compare([PPCA(4, random_state=0), FactorAnalysis(5, random_state=0)], X, cv=5)

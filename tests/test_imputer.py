@@ -384,3 +384,59 @@ def test_gmm_imputation_when_mixtures_fit_missing_values(monkeypatch):
     same = imp.impute_interval(X_missing, level=0.9, draw_parameters=True, n_draws=2)
     np.testing.assert_allclose(same[0], lower, rtol=0, atol=1e-9)
     np.testing.assert_allclose(same[1], upper, rtol=0, atol=1e-9)
+
+
+# -- issue 16: huge values, names, messages, sparse input ------------------------------
+
+
+def test_huge_values_are_rescaled_not_imputed_as_nan(planted):
+    # |x| ~ 1e200: squares overflow, so standardising used to give scale_ = inf and
+    # NaN imputations.  Standardisation makes the imputer scale-equivariant: the
+    # answer is 1e200 times the one on the data as given.
+    _, X_missing, hidden, *_ = planted
+    kwargs = dict(model="ppca", n_components=RANK, random_state=0)
+    filled, std = Imputer(**kwargs).fit(X_missing).transform(X_missing, return_std=True)
+    big_filled, big_std = (
+        Imputer(**kwargs).fit(X_missing * 1e200).transform(X_missing * 1e200, return_std=True)
+    )
+    assert np.all(np.isfinite(big_filled)) and np.all(big_std[hidden] > 0)
+    np.testing.assert_allclose(big_filled, filled * 1e200, rtol=1e-8)
+    np.testing.assert_allclose(big_std, std * 1e200, rtol=1e-8)
+    # without standardising, the model sees the raw values and refuses them by name
+    with pytest.raises(ValueError, match="overflow float64"):
+        Imputer(**kwargs, standardize=False).fit(X_missing * 1e200)
+
+
+def test_transform_never_returns_nan_as_an_imputation(planted, imputer, monkeypatch):
+    _, X_missing, *_ = planted
+
+    def broken(X, return_std=False):
+        return np.full_like(X, np.nan), np.full_like(X, np.nan)
+
+    monkeypatch.setattr(imputer.model_, "impute", broken)
+    with pytest.raises(ValueError, match="non-finite imputations"):
+        imputer.transform(X_missing)
+
+
+def test_model_names_ignore_case_and_accept_class_names(planted):
+    _, X_missing, *_ = planted
+    expected = Imputer("ppca", n_components=RANK, random_state=0).fit_transform(X_missing)
+    for name in ("PPCA", "Ppca"):
+        imp = Imputer(name, n_components=RANK, random_state=0)
+        np.testing.assert_array_equal(imp.fit_transform(X_missing), expected)
+        assert imp.chosen_["model"] == "ppca"
+    imp = Imputer("FactorAnalysis", n_components=RANK, random_state=0).fit(X_missing)
+    assert imp.chosen_["model"] == "fa"
+    with pytest.raises(ValueError, match="Unknown model='PCA'"):
+        Imputer("PCA").fit(X_missing)
+
+
+def test_messages_show_plain_column_numbers_and_refuse_sparse_input(planted):
+    _, X_missing, *_ = planted
+    with pytest.raises(ValueError, match=r"column\(s\) \[6\] have no observed entry") as info:
+        Imputer().fit(np.column_stack([X_missing, np.full(N, np.nan)]))
+    assert "np.int64" not in str(info.value)
+    import scipy.sparse as sp
+
+    with pytest.raises(ValueError, match=r"sparse matrix; pass X\.toarray\(\)"):
+        Imputer().fit(sp.csr_matrix(np.nan_to_num(X_missing)))

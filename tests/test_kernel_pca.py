@@ -183,3 +183,20 @@ def test_quick_compile_path_matches_optimised_path(monkeypatch):
     assert_allclose(optimised.transform(NEW), quick.transform(NEW), atol=1e-12)
     Z = quick.transform(NEW)
     assert_allclose(optimised.inverse_transform(Z), quick.inverse_transform(Z), atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+@pytest.mark.parametrize("dtype, atol", [("float64", 1e-6), ("float32", 2e-5)])
+def test_shift_invariant_kernels_ignore_where_the_data_sit(kernel, dtype, atol):
+    # A shift of 1e8 used to leave nothing of the spread in ||a||^2 + ||b||^2 - 2a.b
+    # (float64: projections off by 0.7; float32: "every sample looks the same").  The
+    # oracle is scikit-learn on the unshifted data; the shift itself rounds iris by
+    # up to 7e-9.
+    settings = dict(n_components=3, kernel=kernel, gamma=0.3)
+    ref = decomposition.KernelPCA(**settings, eigen_solver="dense").fit(IRIS)
+    shift = 1e8
+    ours = latentlab.KernelPCA(**settings, dtype=dtype).fit(IRIS + shift)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=atol)
+    Z, Z_ref = ours.transform(NEW + shift), ref.transform(NEW)
+    assert_allclose(align_signs(Z, Z_ref), Z_ref, atol=atol * np.abs(Z_ref).max())
+    assert_allclose(ours.X_offset_, IRIS.mean(axis=0) + shift)

@@ -1,5 +1,7 @@
 """latentlab.plots: each plot draws the right numbers on every model it accepts."""
 
+import warnings
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -126,8 +128,11 @@ def test_scree_bayesian_pca_shows_column_variances_and_pruning(bpca):
     assert len(active) == bpca.effective_rank_ == 5  # the planted rank
     assert len(pruned) == 3
     np.testing.assert_allclose(bar_heights(active), column_variance[:5], rtol=1e-12)
-    levels = sorted(line.get_ydata()[0] for line in ax.lines)
-    assert levels == pytest.approx([bpca.noise_variance_] * 2)  # prune_threshold=1
+    (threshold,) = [line for line in ax.lines if line.get_linestyle() == ":"]
+    (noise,) = [line for line in ax.lines if line.get_linestyle() == "--"]
+    # pruned below ||w_k||^2 = prune_threshold * 2b, not tied to the noise variance
+    assert threshold.get_ydata()[0] == pytest.approx(bpca.prune_level_, rel=1e-12)
+    assert noise.get_ydata()[0] == pytest.approx(bpca.noise_variance_, rel=1e-12)
     assert "effective rank 5 of 8" in ax.get_title()
 
 
@@ -177,11 +182,12 @@ class Traced(BaseEstimator):
         return self
 
 
-def test_convergence_draws_the_whole_trace_and_flags_no_decrease(ppca, bpca, mixtures):
-    ax = plots.convergence(ppca)
+def test_convergence_draws_the_whole_trace_and_flags_no_decrease(fa, bpca, mixtures):
+    # factor analysis: PPCA now starts at its closed-form optimum and stops at once
+    ax = plots.convergence(fa)
     (trace,) = ax.lines
-    np.testing.assert_array_equal(trace.get_ydata(), ppca.log_likelihoods_)
-    assert len(trace.get_xdata()) == ppca.n_iter_
+    np.testing.assert_array_equal(trace.get_ydata(), fa.log_likelihoods_)
+    assert len(trace.get_xdata()) == fa.n_iter_ > 1
     assert "monotone" in ax.get_title() and ax.get_ylabel() == "log-likelihood"
     assert plots.convergence(bpca).get_ylabel() == "log joint density"
     assert len(plots.convergence(mixtures["diag"]).lines) == 1
@@ -359,11 +365,12 @@ def test_imputation_rejects_bad_requests(ppca, data):
 
 
 def test_comparison_plots_each_family_against_k_with_standard_errors(data):
-    table = compare(
-        [PPCA(4, random_state=0), PPCA(5, random_state=0), FactorAnalysis(5, random_state=0)],
-        data,
-        cv=5,
-    )
+    with pytest.warns(UserWarning, match="largest K of its grid"):  # K = 4, 5: planted 5
+        table = compare(
+            [PPCA(4, random_state=0), PPCA(5, random_state=0), FactorAnalysis(5, random_state=0)],
+            data,
+            cv=5,
+        )
     ax = plots.comparison(table)
     bars = {container.get_label(): container for container in ax.containers}
     assert set(bars) == {"PPCA", "FactorAnalysis"}
@@ -456,3 +463,134 @@ def test_loadings_posterior_rejects_bad_input():
         plots.loadings_posterior(tree, component=2)
     with pytest.raises(ValueError, match="reference must have shape"):
         plots.loadings_posterior(tree, reference=np.zeros((3, 2)))
+
+
+# -- what a reader sees (issue 16) -------------------------------------------------------
+
+
+def visible_ticks(axis, limits):
+    axis.figure.canvas.draw()
+    ticks = np.asarray(axis.get_majorticklocs())
+    low, high = sorted(limits)
+    return ticks[(ticks >= low - 1e-9) & (ticks <= high + 1e-9)]
+
+
+def test_count_axes_have_integer_ticks(ppca, fa, data):
+    """K, component, iteration and row axes never show ticks such as K = 1.25."""
+    table = pd.DataFrame(
+        {"family": ["A", "A", "A"], "K": [1, 2, 3], "heldout_loglik": [-3.0, -2.8, -2.7]},
+        index=["a1", "a2", "a3"],
+    )
+    X_missing, _ = hide_at_random(data, 0.1, seed=1)
+    axes = [
+        plots.comparison(table),
+        plots.scree(ppca, data),
+        plots.scree(PCA(2).fit(data)),
+        plots.convergence(fa),
+        plots.imputation(ppca, X_missing, 4),
+    ]
+    for ax in axes:
+        ticks = visible_ticks(ax.xaxis, ax.get_xlim())
+        assert len(ticks) >= 2, ax.get_title()
+        np.testing.assert_array_equal(ticks, np.round(ticks), err_msg=ax.get_title())
+
+
+def test_factor_analysis_scree_keeps_the_tallest_bar_inside_the_frame():
+    """Iris, one factor: the petal length's small psi sits on a communality of 3.1; the
+    stacked bars' sticky edges used to pin the frame's top to it, hiding psi."""
+    from sklearn.datasets import load_iris
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a Heywood case on that feature: the point here
+        fa = FactorAnalysis(1, random_state=0).fit(load_iris().data)
+    ax = plots.scree(fa)
+    total = np.sum(fa.components_**2, axis=0) + fa.noise_variance_
+    assert ax.get_ylim()[1] > 1.01 * total.max()
+
+
+def ellipse_extents(est, X, dims=(0, 1), level=0.9):
+    mean, cov = est.posterior_latent(X)
+    half = np.sqrt(chi2.ppf(level, 2) * np.stack([cov[:, d, d] for d in dims], axis=1))
+    centre = mean[:, list(dims)]
+    return centre - half, centre + half
+
+
+def test_latent_scatter_limits_hold_every_ellipse(ppca, data):
+    """The axes hold every posterior ellipse whole (its extent along x is
+    r sqrt(S_xx), r^2 the chi-square quantile), with or without missing entries."""
+    X_missing, _ = hide_at_random(data, 0.3, seed=2)
+    for X in (data, X_missing):
+        ax = plots.latent_scatter(ppca, X)
+        low, high = ellipse_extents(ppca, X)
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert x0 <= low[:, 0].min() and high[:, 0].max() <= x1
+        assert y0 <= low[:, 1].min() and high[:, 1].max() <= y1
+        plt.close("all")
+
+
+def test_latent_scatter_colours_rows_by_group_with_a_legend(ppca, data):
+    groups = np.where(data[:, 0] > 0, "high", "low")
+    mean = ppca.transform(data)
+    for kwargs in ({"c": groups}, {"hue": pd.Series(groups, name="x0 sign")}):
+        ax = plots.latent_scatter(ppca, data, **kwargs)
+        points = [c for c in ax.collections if not isinstance(c, EllipseCollection)]
+        assert [p.get_label() for p in points] == ["high", "low"]
+        palette = matplotlib.colormaps["tab10"](np.arange(2))
+        for i, (group, collection) in enumerate(zip(["high", "low"], points, strict=True)):
+            np.testing.assert_allclose(collection.get_offsets(), mean[groups == group, :2])
+            np.testing.assert_allclose(collection.get_facecolors()[0], palette[i])
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == ["high", "low"]
+        if "hue" in kwargs:
+            assert legend.get_title().get_text() == "x0 sign"
+        # each row's ellipse wears its group's colour
+        (ellipses,) = [c for c in ax.collections if isinstance(c, EllipseCollection)]
+        edges = ellipses.get_edgecolors()[:, :3]
+        np.testing.assert_allclose(edges, palette[(groups == "low").astype(int)][:, :3])
+        plt.close("all")
+
+
+def test_latent_scatter_colours_rows_by_a_number_with_a_colorbar(
+    ppca, data, mixtures, mixture_data
+):
+    value = data[:, 1]
+    ax = plots.latent_scatter(ppca, data, c=value, ellipses=False)
+    (points,) = ax.collections
+    expected = matplotlib.colormaps["viridis"]((value - value.min()) / np.ptp(value))
+    np.testing.assert_allclose(points.get_facecolors(), expected, atol=1e-2)
+    assert len(ax.figure.axes) == 2  # the colorbar's own axes
+    # a mixture: rows coloured by the given labels, with a legend, not by responsibility
+    labels = np.arange(len(mixture_data)) % 3
+    ax = plots.latent_scatter(mixtures["full"], mixture_data, c=labels)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["0", "1", "2"]
+    assert "coloured by c" in ax.get_title()
+
+
+def test_plots_name_the_problem_with_bad_input(ppca, data):
+    X_nan = data.copy()
+    X_nan[3, 2] = np.nan
+    with pytest.raises(ValueError, match="scree needs complete data: X has 1 missing entries"):
+        plots.scree(ppca, X_nan)
+    with pytest.raises(ValueError, match=r"X must have shape \(n_samples, 25\), got shape"):
+        plots.scree(ppca, data[:, :3])
+    with pytest.raises(ValueError, match=r"c/hue must have one value per row of X \(500\)"):
+        plots.latent_scatter(ppca, data, c=np.zeros(10))
+    with pytest.raises(ValueError, match="give c or hue"):
+        plots.latent_scatter(ppca, data, c=np.zeros(500), hue=np.zeros(500))
+    with pytest.raises(ValueError, match="must be finite"):
+        plots.latent_scatter(ppca, data, c=np.full(500, np.nan))
+
+
+def test_loadings_posterior_takes_the_fitted_model_as_reference(ppca, mixtures):
+    W = ppca.params_["W"]
+    tree = az.from_dict({"posterior": {"W": rotated_draws(W, n_draws=50)}})
+    ax = plots.loadings_posterior(tree, component=1, reference=ppca)
+    mean, _ = errorbar_summary(ax)
+    np.testing.assert_allclose(mean, W[:, 1], atol=0.03)
+    np.testing.assert_array_equal(ax.collections[-1].get_offsets()[:, 1], W[:, 1])
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == [f"x{j}" for j in range(W.shape[0])]
+    with pytest.raises(ValueError, match=r"GaussianMixture has no params_\['W'\]"):
+        plots.loadings_posterior(tree, reference=mixtures["full"])
+    with pytest.raises(ValueError, match="reference must be a"):
+        plots.loadings_posterior(tree, reference="PPCA")

@@ -38,8 +38,9 @@ def ppca(data):
 
 @pytest.fixture(scope="module")
 def nuts_tree(ppca, data):
+    # the defaults: 4 chains, a dense mass matrix (16 unconstrained dimensions)
     return ppca.sample_posterior(
-        data, method="nuts", num_samples=300, num_warmup=300, random_state=0
+        data, method="nuts", num_samples=100, num_warmup=300, random_state=0
     )
 
 
@@ -69,7 +70,7 @@ def mixture():
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(-3.0, 1.0, (50, 2)), rng.normal(3.0, 1.0, (50, 2))])
     gm = latentlab.GaussianMixture(2, random_state=0).fit(X)
-    tree = gm.sample_posterior(X, num_samples=200, num_warmup=200, random_state=0)
+    tree = gm.sample_posterior(X, num_samples=200, num_warmup=200, num_chains=1, random_state=0)
     return X, gm, tree
 
 
@@ -107,8 +108,8 @@ class TestNUTS:
 
     def test_layout_and_diagnostics(self, nuts_tree):
         assert nuts_tree.log_likelihood["x"].dims == ("chain", "draw", "obs")
-        assert nuts_tree.log_likelihood["x"].shape == (1, 300, N)
-        assert nuts_tree.posterior["W"].shape == (1, 300, D, 2)
+        assert nuts_tree.log_likelihood["x"].shape == (4, 100, N)
+        assert nuts_tree.posterior["W"].shape == (4, 100, D, 2)
         assert nuts_tree.attrs["aligned"] == "procrustes"
         assert "flat" in nuts_tree.attrs["prior"]
         assert nuts_tree.attrs["num_divergences"] == int(nuts_tree.sample_stats.diverging.sum())
@@ -140,11 +141,65 @@ class TestNUTS:
             return mcmc.NUTSResult(draws=draws, sample_stats=stats)
 
         monkeypatch.setattr(mcmc, "run_nuts", stand_in)
-        options = {"max_tree_depth": 3, "dense_mass": True, "target_accept_prob": 0.9}
+        options = {
+            "max_tree_depth": 3,
+            "dense_mass": True,
+            "target_accept_prob": 0.9,
+            "chain_method": "vectorized",
+        }
         with pytest.warns(UserWarning, match="4 of 4 NUTS transitions stopped at the maximum"):
-            tree = ppca.sample_posterior(data, num_samples=4, random_state=0, nuts_options=options)
+            tree = ppca.sample_posterior(
+                data, num_samples=4, num_chains=1, random_state=0, nuts_options=options
+            )
         assert {k: seen[k] for k in options} == options
         assert tree.attrs["num_max_treedepth"] == 4 and tree.attrs["num_divergences"] == 0
+
+    def test_default_is_four_chains_with_finite_rhat(self, nuts_tree):
+        """One chain (the old default) left R-hat NaN in az.summary; four define it, and
+        chains started at the MLE of this well-identified posterior agree."""
+        assert nuts_tree.posterior.sizes["chain"] == 4
+        table = az.summary(nuts_tree, var_names=["mu", "sigma2", "explained_variance"])
+        assert np.all(np.isfinite(table["r_hat"]))
+        assert table["r_hat"].max() < 1.05
+        assert 1.0 <= nuts_tree.attrs["max_rhat"] < 1.05
+
+    def test_dense_mass_by_default_for_small_models(self, ppca, data, mixture, monkeypatch):
+        """dense_mass=None is dense up to DENSE_MASS_MAX_DIM unconstrained dimensions,
+        counted by hand: PPCA d K + d + 1; a full-covariance mixture (K - 1) weights,
+        K d means and K d(d + 1)/2 Cholesky entries."""
+        import numpyro.infer
+
+        from latentlab.inference import mcmc
+
+        X_mix, gm, _ = mixture
+        with ppca._precision():
+            problem = ppca._posterior_problem(data, None, None)
+            assert mcmc.num_unconstrained(problem.target, *problem.target_args) == (D * 2 + D + 1)
+        with gm._precision():
+            problem = gm._posterior_problem(X_mix, None, None)
+            assert mcmc.num_unconstrained(problem.target, *problem.target_args) == (
+                1 + 2 * 2 + 2 * 3
+            )
+
+        class Stop(Exception):
+            pass
+
+        seen = []
+
+        def recording_nuts(model, **kwargs):
+            seen.append(kwargs["dense_mass"])
+            raise Stop
+
+        monkeypatch.setattr(numpyro.infer, "NUTS", recording_nuts)
+        with ppca._precision():
+            problem = ppca._posterior_problem(data, None, None)
+            for limit in (16, 15):  # PPCA here has 16 dimensions
+                monkeypatch.setattr(mcmc, "DENSE_MASS_MAX_DIM", limit)
+                with pytest.raises(Stop):
+                    mcmc.run_nuts(problem.target, *problem.target_args, init_values=problem.init)
+        assert seen == [True, False]
+        with pytest.raises(ValueError, match="Unknown chain_method='threads'"):
+            mcmc.run_nuts(problem.target, *problem.target_args, chain_method="threads")
 
     def test_aligned_loadings_have_small_spread_unaligned_do_not(self, nuts_tree, ppca):
         W = nuts_tree.posterior["W"].values

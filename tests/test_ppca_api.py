@@ -76,6 +76,44 @@ def test_score_rejects_wrong_width_and_empty_rows(fitted):
         est.score_samples(np.full((2, 8), np.nan))
 
 
+def test_inverse_transform_refuses_nan_like_pca(fitted):
+    est, _ = fitted
+    Z = est.transform(est.sample(3, random_state=0))
+    Z[1, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.inverse_transform(Z)
+    with pytest.raises(ValueError, match="NaN"):
+        latentlab.PCA(2).fit(est.sample(20, random_state=0)).inverse_transform(Z)
+
+
+def _floor_warnings(X, K):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = PPCA(K, random_state=0).fit(X)
+    return est, [str(w.message) for w in caught if "floor" in str(w.message)]
+
+
+def test_subspace_warning_is_scale_aware():
+    """Issue 16 item 14: unequal column scales are not a K-dimensional subspace."""
+    from sklearn.datasets import load_wine
+
+    # wine's raw columns: variances from 0.015 to 1e5, full rank (smallest ML noise
+    # eigenvalue 0.0065, yet below the old absolute criterion, 1e-6 x mean variance)
+    wine = load_wine().data[::2]
+    _, messages = _floor_warnings(wine, 12)
+    assert not any("subspace" in m for m in messages)
+    assert all("very different scales" in m for m in messages)
+    # truly rank-3 data (column scales within a factor 10) do get the subspace warning
+    rng = np.random.default_rng(0)
+    rank3 = (rng.normal(size=(100, 3)) @ rng.normal(size=(3, 6))) * [10, 1, 1, 0.3, 3, 1] + 5
+    est, messages = _floor_warnings(rank3, 3)
+    assert len(messages) == 1 and "3-dimensional affine subspace" in messages[0]
+    # fewer components than the rank: no floor, no warning
+    assert _floor_warnings(rank3, 2)[1] == []
+
+
 def test_unfitted_estimator_raises(data):
     from sklearn.exceptions import NotFittedError
 

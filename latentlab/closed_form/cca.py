@@ -197,9 +197,11 @@ def fit_kernel_cca(
 
 
 @jax.jit
-def cca_transform(X, mean, scale, weights):
-    """Canonical scores of one view: ``((X - mean) / scale) @ weights``."""
-    return ((X - mean) / scale) @ weights
+def cca_transform(Xc, scale, weights):
+    """Canonical scores of one view already centred at its training mean:
+    ``(Xc / scale) @ weights``.  (Centring is left to the caller, so that it can be
+    done in float64 before data far from the origin are cast to float32.)"""
+    return (Xc / scale) @ weights
 
 
 @partial(jax.jit, static_argnames=("kernel", "degree"))

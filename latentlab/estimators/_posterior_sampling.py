@@ -23,7 +23,8 @@ def _check_count(name, value, low):
     return int(value)
 
 
-NUTS_OPTIONS = ("target_accept_prob", "max_tree_depth", "dense_mass")
+NUTS_OPTIONS = ("target_accept_prob", "max_tree_depth", "dense_mass", "chain_method")
+DEFAULT_NUTS_CHAINS = 4  # enough for R-hat (az.summary) to be defined and meaningful
 
 
 def _check_nuts_options(options, method) -> dict:
@@ -118,7 +119,7 @@ def sample_posterior(
     method="nuts",
     num_samples=1000,
     num_warmup=500,
-    num_chains=1,
+    num_chains=None,
     random_state=None,
     align=True,
     prior=None,
@@ -132,6 +133,8 @@ def sample_posterior(
     check_option("method", method, METHODS)
     num_samples = _check_count("num_samples", num_samples, 1)
     num_warmup = _check_count("num_warmup", num_warmup, 0)
+    if num_chains is None:  # iid SVI/Laplace draws gain nothing from being split in chains
+        num_chains = DEFAULT_NUTS_CHAINS if method == "nuts" else 1
     num_chains = _check_count("num_chains", num_chains, 1)
     if svi_steps is None:
         svi_steps = int(getattr(est, "svi_steps", 2000))

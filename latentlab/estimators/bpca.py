@@ -26,9 +26,10 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     Each column w_k has prior N(0, alpha_k^{-1} I) and alpha_k ~ Gamma(a, b).  Start
     with more components than needed: EM drives the precision alpha_k of unsupported
-    columns up and their loadings to zero.  A component whose squared norm falls
-    below the noise variance is *pruned*: fixed at exactly zero and left out of
-    ``effective_rank_`` and of the parameter count for BIC/AIC.
+    columns up and their loadings to zero.  A component whose precision is set by the
+    hyperprior rather than by the data (see ``prune_threshold``) is *pruned*: fixed
+    at exactly zero and left out of ``effective_rank_`` and of the parameter count
+    for BIC/AIC.
 
     Parameters
     ----------
@@ -41,12 +42,16 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         Rate b of the hyperprior, in units of the mean feature variance (so the fit
         does not depend on the data's scale).  Must be > 0: with b = 0 the joint
         density is unbounded as a column shrinks to zero.
-    prune_threshold : float, default=1.0
-        A component is switched off when its variance ||w_k||^2 falls below
-        ``prune_threshold * sigma2`` (equivalently, when alpha_k exceeds
-        (d + 2a - 2) / (prune_threshold * sigma2 + 2b)): a direction carrying less
-        variance than the noise cannot be told apart from it.  EM then continues with
-        those columns fixed at zero.
+    prune_threshold : float, default=10.0
+        A component is switched off when ``||w_k||^2 < prune_threshold * 2b`` (b in
+        the data's units, ``alpha_b`` times the mean feature variance), equivalently
+        when alpha_k is within a factor ``1 + prune_threshold`` of its data-free value
+        (d + 2a - 2) / 2b, the value it takes at w_k = 0: the hyperprior, not the
+        data, then sets the column's precision.  At the defaults this is 2% of the
+        mean feature variance.  The threshold is not tied to the noise variance:
+        supported components can carry less variance than the noise (their ARD fixed
+        point exists down to about sigma2 * sqrt(d / n)).  EM then continues with
+        the switched-off columns fixed at zero.
     method : {"em", "map", "svi"}, default="em"
         ``"em"`` and ``"map"`` (AutoDelta on the same declaration) both find the MAP;
         ``"svi"`` fits a mean-field Gaussian posterior.
@@ -59,6 +64,9 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         Fitted precisions of the columns of W (large = switched off).
     effective_rank_ : int
         Number of components left after pruning.
+    prune_level_ : float
+        The squared column norm below which a component is pruned,
+        ``prune_threshold * 2b``, in the data's units.
     log_likelihoods_ : ndarray
         For a MAP fit this is the log *joint* density (log-likelihood + log prior),
         which EM never decreases; ``score`` is the log-likelihood alone.  When
@@ -78,7 +86,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         *,
         alpha_a=1.0,
         alpha_b=1e-3,
-        prune_threshold=1.0,
+        prune_threshold=10.0,
         method="em",
         tol=1e-8,
         max_iter=5000,
@@ -152,18 +160,19 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         W, alpha = W[:, order], alpha[order]
         signs = np.sign(W[np.abs(W).argmax(axis=0), np.arange(W.shape[1])])
         W = W * np.where(signs == 0, 1.0, signs)
-        keep = self._active(W, out["sigma2"])
+        keep = np.asarray(bpca.active_columns(W, self._b(), self.prune_threshold))
         out["W"], out["alpha"] = W * keep, alpha
         self.effective_rank_ = int(keep.sum())
         return out
 
-    def _active(self, W, sigma2):
-        return np.sum(np.asarray(W) ** 2, axis=0) > self.prune_threshold * float(sigma2)
+    def _b(self):
+        """The hyperprior rate b in the data's units."""
+        return self.alpha_b * self.reference_variance_
 
     def _fit_em(self, data, n, K, column_variance, hyper):
         params, trace, n_iter, converged = super()._fit_em(data, n, K, column_variance, hyper)
         self.log_likelihoods_before_pruning_ = to_numpy(trace)
-        active = self._active(params.W, params.sigma2)
+        active = np.asarray(bpca.active_columns(params.W, hyper.b, self.prune_threshold))
         if active.all() or not active.any():
             return params, trace, n_iter, converged
         # Fix the switched-off columns at zero (a fixed point of the updates: E[z_k] = 0
@@ -192,6 +201,11 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     def _n_parameters(self) -> int:
         return bpca.n_parameters(self.n_features_in_, self.effective_rank_)
+
+    @property
+    def prune_level_(self):
+        check_is_fitted(self)
+        return float(self.prune_threshold * 2.0 * self._b())
 
     @property
     def alpha_(self):

@@ -15,7 +15,7 @@ from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import cca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LatentEstimator, to_numpy
-from latentlab.estimators.kernel_pca import check_gram, resolve_kernel
+from latentlab.estimators.kernel_pca import check_gram, kernel_offset, resolve_kernel
 
 __all__ = ["CCA", "KernelCCA"]
 
@@ -37,6 +37,12 @@ def _check_reg(reg, *, positive: bool, who: str):
     if reg_x < 0 or reg_y < 0:
         raise ValueError(f"reg must be >= 0 for both views, got reg={reg!r}")
     return reg_x, reg_y
+
+
+def _check_shapes(estimator, expected):
+    for name, shape in expected.items():
+        if np.shape(getattr(estimator, name)) != shape:
+            raise ValueError(f"{name} has shape {np.shape(getattr(estimator, name))}, not {shape}")
 
 
 class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
@@ -163,12 +169,15 @@ class CCA(_TwoViewTransformer):
                 f"{p + q} >= n_samples - 1 = {n - 1}, so some directions correlate "
                 "perfectly whatever the data. Set reg > 0 (ridge on each view's covariance)."
             )
+        # Centre in float64 on the host, before any cast to float32: a mean of 1e8
+        # would otherwise leave nothing of the spread in float32.
+        x_mean, y_mean = X.mean(axis=0), Y.mean(axis=0)
         with self._precision():
             fit = call(
                 cf.fit_cca,
                 n * (p + q),
-                to_device(X),
-                to_device(Y),
+                to_device(X - x_mean),
+                to_device(Y - y_mean),
                 reg_x,
                 reg_y,
                 scale=bool(self.scale),
@@ -185,7 +194,8 @@ class CCA(_TwoViewTransformer):
                     "so unregularized CCA cannot whiten it; set reg > 0 or drop those columns."
                 )
         self.n_components_ = K
-        self.x_mean_, self.y_mean_ = fit.x_mean, fit.y_mean
+        # fit.*_mean is the round-off left after centring
+        self.x_mean_, self.y_mean_ = x_mean + fit.x_mean, y_mean + fit.y_mean
         self.x_std_, self.y_std_ = fit.x_scale, fit.y_scale
         self.x_weights_, self.y_weights_ = fit.x_weights[:, :K], fit.y_weights[:, :K]
         self.x_loadings_, self.y_loadings_ = fit.x_loadings[:, :K], fit.y_loadings[:, :K]
@@ -194,12 +204,32 @@ class CCA(_TwoViewTransformer):
         return self
 
     def _scores_x(self, X):
-        args = (self.x_mean_, self.x_std_, self.x_weights_)
-        return to_numpy(map_rows(cf.cca_transform, X, *map(jnp.asarray, args)))
+        # centred in float64 on the host, before any cast to float32
+        args = (self.x_std_, self.x_weights_)
+        return to_numpy(map_rows(cf.cca_transform, X - self.x_mean_, *map(jnp.asarray, args)))
 
     def _scores_y(self, Y):
-        args = (self.y_mean_, self.y_std_, self.y_weights_)
-        return to_numpy(map_rows(cf.cca_transform, Y, *map(jnp.asarray, args)))
+        args = (self.y_std_, self.y_weights_)
+        return to_numpy(map_rows(cf.cca_transform, Y - self.y_mean_, *map(jnp.asarray, args)))
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
+        p, q, k = self.n_features_in_, self.n_features_y_, self.n_components_
+        expected = {
+            "x_mean_": (p,),
+            "y_mean_": (q,),
+            "x_std_": (p,),
+            "y_std_": (q,),
+            "x_weights_": (p, k),
+            "y_weights_": (q, k),
+            "x_loadings_": (p, k),
+            "y_loadings_": (q, k),
+            "correlations_": (k,),
+            "regularized_correlations_": (k,),
+        }
+        _check_shapes(self, expected)
+        if not (np.all(self.x_std_ > 0) and np.all(self.y_std_ > 0)):
+            raise ValueError("x_std_ and y_std_ must be positive")
 
 
 class KernelCCA(_TwoViewTransformer):
@@ -233,6 +263,13 @@ class KernelCCA(_TwoViewTransformer):
     x_dual_coef_, y_dual_coef_ : ndarray (n_samples, n_components_)
         Scores are the centred kernel between new and training points times these.
     X_fit_, Y_fit_ : ndarray
+    X_offset_, Y_offset_ : ndarray (n_features_x,), (n_features_y,)
+        Subtracted from each view (in float64, before any cast to float32) before its
+        kernel is evaluated: the training mean for shift-invariant kernels ("linear",
+        "rbf"), zeros otherwise (see :class:`latentlab.KernelPCA`).
+    x_kernel_column_means_, y_kernel_column_means_ : ndarray (n_samples,)
+    x_kernel_grand_mean_, y_kernel_grand_mean_ : float
+        Statistics of the training Gram matrices, for centring new points' kernels.
     n_components_, n_features_in_, n_features_y_ : int
 
     Examples
@@ -271,18 +308,13 @@ class KernelCCA(_TwoViewTransformer):
         n = X.shape[0]
         reg_x, reg_y = _check_reg(self.reg, positive=True, who="KernelCCA")
         K = check_n_components(self.n_components, 1, n, "n_samples")
-        kernel_y = self.kernel if self.kernel_y is None else self.kernel_y
-        self._x_kernel = resolve_kernel(
-            self.kernel, self.gamma, self.degree, self.coef0, X.shape[1], "kernel"
-        )
-        self._y_kernel = resolve_kernel(
-            kernel_y, self.gamma, self.degree, self.coef0, Y.shape[1], "kernel_y"
-        )
+        x_kernel, y_kernel = self._kernels(X.shape[1], Y.shape[1])
+        x_offset, y_offset = kernel_offset(x_kernel[0], X), kernel_offset(y_kernel[0], Y)
         with self._precision():
-            Xj, Yj = to_device(X), to_device(Y)
+            Xj, Yj = to_device(X - x_offset), to_device(Y - y_offset)
             for (kernel, _, _), V, name in (
-                (self._x_kernel, Xj, "kernel"),
-                (self._y_kernel, Yj, "kernel_y"),
+                (x_kernel, Xj, "kernel"),
+                (y_kernel, Yj, "kernel_y"),
             ):
                 if callable(kernel):
                     check_gram(jax.eval_shape(kernel, V, V), n, n, name)
@@ -291,14 +323,14 @@ class KernelCCA(_TwoViewTransformer):
                 n * n,
                 Xj,
                 Yj,
-                self._x_kernel[1],
-                self._y_kernel[1],
+                x_kernel[1],
+                y_kernel[1],
                 reg_x,
                 reg_y,
-                x_kernel=self._x_kernel[0],
-                y_kernel=self._y_kernel[0],
-                x_degree=self._x_kernel[2],
-                y_degree=self._y_kernel[2],
+                x_kernel=x_kernel[0],
+                y_kernel=y_kernel[0],
+                x_degree=x_kernel[2],
+                y_degree=y_kernel[2],
             )
             fit = jax.tree.map(to_numpy, fit)
         if not (
@@ -307,24 +339,37 @@ class KernelCCA(_TwoViewTransformer):
             raise ValueError("Kernel CCA gave non-finite weights; check the kernels and reg")
         self.n_components_ = K
         self.X_fit_, self.Y_fit_ = X, Y
+        self.X_offset_, self.Y_offset_ = x_offset, y_offset
         self.x_dual_coef_, self.y_dual_coef_ = fit.x_dual_coef[:, :K], fit.y_dual_coef[:, :K]
-        self._x_centring = (fit.x_column_means, fit.x_grand_mean)
-        self._y_centring = (fit.y_column_means, fit.y_grand_mean)
+        self.x_kernel_column_means_ = fit.x_column_means
+        self.x_kernel_grand_mean_ = float(fit.x_grand_mean)
+        self.y_kernel_column_means_ = fit.y_column_means
+        self.y_kernel_grand_mean_ = float(fit.y_grand_mean)
         self.correlations_ = fit.correlations[:K]
         self.regularized_correlations_ = fit.singular_values[:K]
         return self
 
-    def _scores(self, V, V_fit, kernel, dual, centring):
+    def _kernels(self, n_features_x, n_features_y):
+        """(kernel, KernelParams, degree) of each view, from the settings (so a model
+        restored by :func:`latentlab.load` needs no private state)."""
+        kernel_y = self.kernel if self.kernel_y is None else self.kernel_y
+        return (
+            resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0, n_features_x),
+            resolve_kernel(kernel_y, self.gamma, self.degree, self.coef0, n_features_y, "kernel_y"),
+        )
+
+    def _scores(self, V, V_fit, offset, kernel, dual, column_means, grand_mean):
         kernel, params, degree = kernel
+        # the offset is removed in float64 here, before any cast to float32
         return to_numpy(
             map_rows(
                 cf.kernel_cca_transform,
-                V,
-                jnp.asarray(V_fit),
+                V - offset,
+                to_device(V_fit - offset),
                 params,
                 jnp.asarray(dual),
-                jnp.asarray(centring[0]),
-                jnp.asarray(centring[1]),
+                jnp.asarray(column_means),
+                jnp.asarray(grand_mean),
                 kernel=kernel,
                 degree=degree,
                 work_per_row=len(V_fit),
@@ -332,7 +377,46 @@ class KernelCCA(_TwoViewTransformer):
         )
 
     def _scores_x(self, X):
-        return self._scores(X, self.X_fit_, self._x_kernel, self.x_dual_coef_, self._x_centring)
+        kernel = self._kernels(self.n_features_in_, self.n_features_y_)[0]
+        return self._scores(
+            X,
+            self.X_fit_,
+            self.X_offset_,
+            kernel,
+            self.x_dual_coef_,
+            self.x_kernel_column_means_,
+            self.x_kernel_grand_mean_,
+        )
 
     def _scores_y(self, Y):
-        return self._scores(Y, self.Y_fit_, self._y_kernel, self.y_dual_coef_, self._y_centring)
+        kernel = self._kernels(self.n_features_in_, self.n_features_y_)[1]
+        return self._scores(
+            Y,
+            self.Y_fit_,
+            self.Y_offset_,
+            kernel,
+            self.y_dual_coef_,
+            self.y_kernel_column_means_,
+            self.y_kernel_grand_mean_,
+        )
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (settings and shapes)."""
+        _check_reg(self.reg, positive=True, who="KernelCCA")
+        self._kernels(self.n_features_in_, self.n_features_y_)
+        n, p = np.shape(self.X_fit_)
+        q, k = self.n_features_y_, self.n_components_
+        if p != self.n_features_in_:
+            raise ValueError(f"X_fit_ has {p} columns, not n_features_in_={self.n_features_in_}")
+        expected = {
+            "Y_fit_": (n, q),
+            "X_offset_": (p,),
+            "Y_offset_": (q,),
+            "x_dual_coef_": (n, k),
+            "y_dual_coef_": (n, k),
+            "x_kernel_column_means_": (n,),
+            "y_kernel_column_means_": (n,),
+            "correlations_": (k,),
+            "regularized_correlations_": (k,),
+        }
+        _check_shapes(self, expected)

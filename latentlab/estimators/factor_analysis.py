@@ -6,6 +6,7 @@ import warnings
 from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
@@ -25,6 +26,13 @@ def _rotated(W, gamma):
     return fa.orthomax(W, gamma)[0]
 
 
+def _log_jacobian(counts, scale):
+    """log p(X / scale) - log p(X) for data with ``counts[j]`` observed entries in
+    feature j: sum_j counts_j log scale_j (per entry, log N(s x | s m, s^2 v) =
+    log N(x | m, v) - log s)."""
+    return float(np.sum(np.asarray(counts, np.float64) * np.log(scale)))
+
+
 def _order_and_sign(W):
     """Columns by decreasing sum of squares, each with its largest entry positive."""
     W = W[:, np.argsort(-np.sum(W**2, axis=0), kind="stable")]
@@ -41,6 +49,12 @@ class FactorAnalysis(GaussianLatentEstimator):
     missing values, fitted by their exact marginal likelihood; :meth:`impute` fills
     them in.
 
+    The model is equivariant under rescaling features, and so is the fit: every
+    method works on features scaled to unit variance and maps the result back, so
+    scaling feature j by s_j scales its loadings by s_j and its noise variance by
+    s_j^2, leaves :meth:`transform` unchanged and lowers the log-likelihood by
+    (observed entries of j) * log s_j, whatever the spread of the scales.
+
     Parameters
     ----------
     n_components : int or None, default=None
@@ -50,13 +64,22 @@ class FactorAnalysis(GaussianLatentEstimator):
         invariant under it; only interpretation changes.
     method : {"em", "map", "svi"}, default="em"
         As for :class:`latentlab.PPCA` (``"map"`` with ``prior=False`` is ML by gradient).
-    tol, max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
+    tol : float, default=1e-10
+        EM stops when an accelerated cycle raises the log-likelihood by less than
+        ``tol`` per sample.  FA's EM crawls, and an accelerated cycle can make little
+        progress and the next one much more, so stopping at 1e-8 (PPCA's default) can
+        leave a few 1e-9 nats per row, more than scikit-learn leaves at the same tol;
+        the few extra O(d^2 K) iterations are cheap.
+    max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
         As for :class:`latentlab.PPCA`.
 
     Attributes
     ----------
     components_ : ndarray (n_components, n_features)
-        Loadings ``W^T`` (rotated if ``rotation`` is set).
+        Loadings ``W^T``.  Unrotated, they are put in a canonical form in standardised
+        units (columns orthogonal there, by decreasing norm, largest entry positive);
+        with ``rotation`` set, the rotation acts on the loadings in the data's units,
+        as in scikit-learn.
     noise_variance_ : ndarray (n_features,)
         Feature-specific variances psi.  A value at its floor (1e-6 of the feature's
         variance) is a Heywood case and triggers a warning.
@@ -80,7 +103,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         *,
         rotation=None,
         method="em",
-        tol=1e-8,
+        tol=1e-10,
         max_iter=5000,
         n_init=1,
         prior=False,
@@ -111,12 +134,52 @@ class FactorAnalysis(GaussianLatentEstimator):
         check_option("rotation", self.rotation, ROTATIONS)
         return self._fit_latent(X)
 
+    # -- per-feature standardised fitting ---------------------------------------------
+    #
+    # FA is equivariant under rescaling any feature (x -> S x: W -> S W, psi -> S^2 psi,
+    # log-likelihood - n sum log S), so it is fitted on features scaled to unit variance
+    # and mapped back.  Fitting in the data's own units instead lets features whose
+    # scales differ by many orders of magnitude meet in one floating-point sum (the
+    # posterior precision I + W^T Psi^{-1} W), which breaks EM's monotonicity or gives
+    # non-finite values, and makes the fit (start, step sizes, canonical rotation)
+    # depend on the units.
+
+    def _fit_em(self, data, n, K, column_variance, hyper):
+        scale = self._set_feature_scale(column_variance)
+        s = jnp.asarray(scale, data.X.dtype)
+        unit_hyper = fa.Hyper(variance_floor=hyper.variance_floor / s**2)
+        params, trace, n_iter, converged = super()._fit_em(
+            fa.scale_data(data, s), n, K, np.ones_like(scale), unit_hyper
+        )
+        counts = np.asarray(fa.observed_counts(data), np.float64)
+        return fa.rescale(params, s), trace - _log_jacobian(counts, scale), n_iter, converged
+
+    def _fit_svi(self, Xc, mask, K, column_variance):
+        scale = self._set_feature_scale(column_variance)
+        params, trace, n_iter, converged = super()._fit_svi(
+            Xc / scale, mask, K, np.ones_like(scale)
+        )
+        counts = np.full(Xc.shape[1], Xc.shape[0]) if mask is None else mask.sum(axis=0)
+        s = jnp.asarray(scale, params.W.dtype)
+        return fa.rescale(params, s), trace - _log_jacobian(counts, scale), n_iter, converged
+
+    def _set_feature_scale(self, column_variance):
+        # column_variance is positive: the base class gives constant features the
+        # typical variance
+        self._feature_scale = np.sqrt(np.asarray(column_variance, np.float64))
+        return self._feature_scale
+
     def _finish(self, params):
-        W = canonical_loadings(params.W)
+        # The canonical form (principal axes, order, signs) is chosen in standardised
+        # units, so it does not depend on the features' units; a rotation, as in
+        # scikit-learn, acts on the loadings in the data's units.
+        s = self.__dict__.pop("_feature_scale")[:, None]  # scratch of this fit only
+        W = _order_and_sign(to_numpy(canonical_loadings(params.W / s))) * s
         if self.rotation is not None:
-            W = _rotated(W, gamma=1.0 if self.rotation == "varimax" else 0.0)
+            gamma = 1.0 if self.rotation == "varimax" else 0.0
+            W = _order_and_sign(to_numpy(_rotated(jnp.asarray(W, params.W.dtype), gamma=gamma)))
         out = {name: to_numpy(value) for name, value in params._asdict().items()}
-        out["W"] = _order_and_sign(to_numpy(W))
+        out["W"] = W
         return out
 
     def _warn_after_fit(self, hyper):

@@ -36,6 +36,8 @@ METHODS = ("em", "map", "svi")
 # missing entries hold (chunk, K, d, d) conditional covariances for full/tied.
 CHUNK = 2048
 MISSING_CHUNK = {"full": 128, "tied": 128, "diag": 1024, "spherical": 1024}
+# k-means runs (best inertia kept) for init_params="kmeans"
+KMEANS_RUNS = 3
 
 
 @partial(jax.jit, static_argnames="covariance_type")
@@ -82,6 +84,17 @@ def mixture_quantile(resp, means, sd, p):
     return 0.5 * (lo + hi)
 
 
+def _rescale(scale, unit, covariance_type):
+    """Cholesky factors or standard deviations for data multiplied by ``unit`` (d,),
+    feature by feature (x -> U x: L -> U L, lower triangular again); spherical
+    covariances take one global unit, ``unit[0]``."""
+    if covariance_type in ("full", "tied"):
+        return unit[:, None] * scale
+    if covariance_type == "diag":
+        return scale * unit
+    return scale * unit[0]
+
+
 def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -101,22 +114,37 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     n_components : int, default=1
     covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
     tol : float, default=1e-6
-        EM stops when the mean per-sample log-likelihood changes by less than this.
+        EM stops when the mean per-sample log-likelihood changes by less than this
+        between two iterations.
     reg_covar : float, default=1e-6
-        Added to the diagonal of every covariance: keeps them positive definite.
+        Floor on every eigenvalue of every covariance (variances for diag/spherical):
+        keeps them positive definite.  scikit-learn *adds* ``reg_covar`` to the
+        diagonal instead; that step can lower the likelihood, while the floor is the
+        exact M-step under the constraint, so EM stays monotone.  The two agree to
+        O(reg_covar) wherever the data's variances are well above it.  The floor is
+        never below round-off at each feature's scale (2e-15 times the feature's
+        variance in float64, 1e-6 in float32; spherical: the mean variance), so
+        ``reg_covar=0`` cannot give NaN; a warning says when a component collapsed
+        onto it.
     max_iter : int, default=500
-        Maximum number of EM iterations (SQUAREM cycles when ``accelerate``).
+        Maximum number of iterations.  With ``accelerate=True`` an iteration is one
+        SQUAREM cycle of four EM steps (E- and M-step pairs), so up to
+        ``4 * max_iter`` EM steps run; ``n_iter_`` and ``log_likelihoods_`` count
+        cycles too.  scikit-learn counts single EM steps: ``accelerate=False`` gives
+        its count.
     n_init : int, default=1
         Number of starts; the best log-likelihood is kept.
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
-        How starting responsibilities are made, as in scikit-learn ("kmeans": Lloyd
-        iterations from k-means++ seeds).
+        How starting responsibilities are made, as in scikit-learn, on the
+        standardised data (see Notes) ("kmeans": Lloyd iterations from k-means++
+        seeds, the best of 3 runs except for spherical covariances).
     weights_init : array (n_components,), optional
     means_init : array (n_components, n_features), optional
     precisions_init : array, optional
         Shape (K, d, d) full, (d, d) tied, (K, d) diag, (K,) spherical.
     accelerate : bool, default=True
-        SQUAREM extrapolation, kept monotone by falling back to the plain EM step.
+        SQUAREM extrapolation, kept monotone by falling back to the plain EM step;
+        see ``max_iter`` for how iterations are counted.
     random_state : int, RandomState or None, default=None
     method : {"em", "map", "svi"}, default="em"
         ``"em"``: jit-compiled EM.  ``"map"``: a point estimate by Adam (AutoDelta)
@@ -124,10 +152,11 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         MAP with the declaration's priors with ``prior=True``.  ``"svi"``: a
         mean-field Gaussian posterior (AutoNormal) with the priors on; ``params_``
         holds posterior medians and ``log_likelihoods_`` the ELBO trace.  Both start
-        from the same starting points as EM and optimise at unit mean variance.
+        from the same starting points as EM and optimise in standardised units (see
+        Notes).
     prior : bool, default=False
-        For ``method="map"``: include the declaration's priors (they act on data
-        rescaled to unit mean variance).
+        For ``method="map"``: include the declaration's priors (they act on the
+        standardised data, see Notes).
     svi_steps : int, default=3000
         Adam steps for ``method="map"``/``"svi"``.
     learning_rate : float, default=0.05
@@ -145,8 +174,13 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     lower_bound_ : float
         Mean per-sample log-likelihood at the fitted parameters.
     log_likelihoods_ : ndarray (n_iter_,)
-        Total log-likelihood after each iteration; the last equals ``n * score(X)``.
+        Total log-likelihood after each iteration; never decreases, and the last equals
+        ``n * score(X)``.
     n_iter_, converged_ : int, bool
+        Iterations run (SQUAREM cycles when ``accelerate``, see ``max_iter``) and
+        whether ``tol`` was met.  Should EM break down numerically (an iterate with a
+        non-finite likelihood), the last finite iterate is kept, ``converged_`` is
+        False and a ``ConvergenceWarning`` says so.
     params_ : dict
         Fitted values by NumPyro site name: ``weights``, ``means``, ``scale`` (Cholesky
         factors or standard deviations, see :mod:`latentlab.models.gmm`).
@@ -155,6 +189,16 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
 
     Notes
     -----
+    The model is equivariant under rescaling and shifting features (x_j -> s_j x_j +
+    c_j; spherical covariances: one s for all features), and so is the fit: every
+    method works on the data centred and divided feature by feature by its standard
+    deviation (spherical: the root mean variance), with ``reg_covar`` carried over as
+    the floor ``reg_covar / s_j^2``, and maps the result back in float64.  Scaling
+    feature j by s_j then scales its means and standard deviations by s_j, leaves
+    ``predict_proba`` unchanged and lowers each row's log-likelihood by log s_j per
+    observed entry, whatever the spread of the scales (with ``reg_covar=0``; a positive
+    ``reg_covar`` is a variance in the data's units).
+
     Missing values (NaN) are handled exactly (for data missing at random): each
     component contributes its marginal over a row's observed coordinates to the
     likelihood, and EM uses the missing coordinates' conditional moments.  ``impute``
@@ -231,8 +275,9 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             raise ValueError(f"reg_covar must be >= 0, got {self.reg_covar!r}")
         return K
 
-    def _user_init(self, K, d, shift):
-        """User-given starting values as (weights, means, scale) or None each."""
+    def _user_init(self, K, d, shift, unit):
+        """User-given starting values as (weights, means, scale) or None each, in the
+        standardised units EM works in: (x - shift) / unit, feature by feature."""
         weights = means = scale = None
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
@@ -246,9 +291,10 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
             if not np.all(np.isfinite(means)):
                 raise ValueError("means_init must be finite")
-            means = means - shift
+            means = (means - shift) / unit
         if self.precisions_init is not None:
             scale = self._scale_from_precisions(np.asarray(self.precisions_init, float), K, d)
+            scale = _rescale(scale, 1.0 / unit, self.covariance_type)
         return weights, means, scale
 
     def _scale_from_precisions(self, prec, K, d):
@@ -269,6 +315,29 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         except np.linalg.LinAlgError:
             raise ValueError("precisions_init must be symmetric positive definite") from None
 
+    def _feature_scale(self, Xc, observed):
+        """The unit s_j of each feature that EM works in: its standard deviation (about
+        its mean, over its observed entries), so that the fit is equivariant under
+        rescaling features; spherical covariances are only equivariant under one global
+        scale, so they get one, the root mean variance.  A constant feature has no scale
+        of its own and gets the root mean variance of the others."""
+        variance = np.sum(Xc**2, axis=0) / observed.sum(axis=0)
+        if self.covariance_type == "spherical":
+            variance = np.full_like(variance, np.mean(variance))
+        positive = variance > 0
+        typical = np.mean(variance[positive]) if positive.any() else 1.0
+        return np.sqrt(np.where(positive, variance, typical))
+
+    def _variance_floor(self, unit, dtype):
+        """The covariance floor in standardised units, one per feature: ``reg_covar``
+        (a variance in the data's units) over s_j^2, but never below the working
+        precision's resolution, 10 eps: a covariance eigenvalue under ~eps times the
+        feature's variance is round-off, and a component collapsed onto tied points
+        would otherwise have an infinite (NaN) likelihood -- scikit-learn lands there
+        by luck of cancellation."""
+        resolution = 10.0 * np.finfo(dtype).eps
+        return np.maximum(float(self.reg_covar) / unit**2, resolution)
+
     def _responsibilities(self, X, K, rng):
         """Starting responsibilities (n, K) for one start, as scikit-learn makes them."""
         n = X.shape[0]
@@ -276,7 +345,14 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         if self.init_params == "kmeans":
             from sklearn.cluster import KMeans
 
-            labels = KMeans(K, n_init=1, random_state=rng).fit(X).labels_
+            # X is standardised feature by feature (see fit), which weighs a
+            # low-variance feature as much as the others and makes k-means' local optima
+            # likelier than in the data's geometry (a planted 3-cluster case: 8 of 50
+            # single runs stuck); the best of a few runs costs little next to EM.
+            # Spherical mixtures are standardised by one global scale: k-means sees
+            # the data's own geometry, as scikit-learn's single run does.
+            runs = 1 if self.covariance_type == "spherical" else KMEANS_RUNS
+            labels = KMeans(K, n_init=runs, random_state=rng).fit(X).labels_
             resp[np.arange(n), labels] = 1.0
         elif self.init_params == "k-means++":
             from sklearn.cluster import kmeans_plusplus
@@ -301,24 +377,28 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         n, d = X.shape
         K = self._check_settings(n, d)
         shift = np.nanmean(X, axis=0)
-        # Statistics about the column means (no cancellation); starts are made from
-        # data with missing entries at their column means.
-        Xc = np.where(observed, X - shift, 0.0)
-        weights, means, scale = self._user_init(K, d, shift)
+        # EM runs in standardised units, z = (x - shift) / unit feature by feature, in
+        # float64 on the host: about the column means nothing cancels, and with every
+        # feature at unit variance the starts (k-means), SQUAREM's step length and the
+        # covariance floor do not depend on the data's units, so neither does the fit.
+        # Starts are made from data with missing entries at their column means.
+        unit = self._feature_scale(np.where(observed, X - shift, 0.0), observed)
+        Z = np.where(observed, (X - shift) / unit, 0.0)
+        weights, means, scale = self._user_init(K, d, shift, unit)
         rng = check_random_state(self.random_state)
         need_resp = weights is None or means is None or scale is None
         resp = np.stack(
             [
-                self._responsibilities(Xc, K, rng) if need_resp else np.full((n, K), 1.0 / K)
+                self._responsibilities(Z, K, rng) if need_resp else np.full((n, K), 1.0 / K)
                 for _ in range(self.n_init)
             ]
         )
         size, count = padded_size(n, CHUNK)
         with self._precision():
             dtype = jnp.asarray(1.0).dtype
-            reg = jnp.asarray(self.reg_covar, dtype)
+            reg = jnp.asarray(self._variance_floor(unit, dtype), dtype)
             starts = _starts(
-                jnp.asarray(pad_rows(Xc, size * count), dtype),
+                jnp.asarray(pad_rows(Z, size * count), dtype),
                 jnp.asarray(pad_rows(np.ones(n), size * count), dtype),
                 jnp.asarray(np.stack([pad_rows(r, size * count) for r in resp]), dtype),
                 reg,
@@ -334,26 +414,39 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                         }
                     )
             if self.method == "em":
-                params, trace, converged = self._fit_em(starts, Xc, observed, reg)
+                params, trace, converged, objective, breakdown = self._fit_em(
+                    starts, Z, observed, reg
+                )
             else:
-                params, trace, converged = self._fit_svi(starts, Xc, observed)
-            params = params._replace(means=params.means + jnp.asarray(shift, dtype))
-            self.params_ = {name: to_numpy(v) for name, v in params._asdict().items()}
-            self.log_likelihoods_ = to_numpy(trace)
-            self.converged_ = converged
-            n_iter = len(trace)
-            objective = float(trace[-1])
+                params, trace, converged = self._fit_svi(starts, Z, observed)
+                objective, breakdown = float(trace[-1]), False
+            fitted = {name: to_numpy(v) for name, v in params._asdict().items()}
+        # log p(x) = log p(z) - sum over observed entries of log unit_j
+        log_jacobian = float(observed.sum(axis=0) @ np.log(unit))
+        self.log_likelihoods_ = to_numpy(trace).astype(np.float64) - log_jacobian
+        objective = objective - log_jacobian
+        # back to data units in float64: in float32 a mean of 1e8 has a spacing of 8;
+        # float32 weights sum to 1 only to ~1e-7, which weights_ @ means_ would show
+        self.params_ = {
+            "weights": fitted["weights"] / fitted["weights"].sum(),
+            "means": fitted["means"].astype(np.float64) * unit + shift,
+            "scale": _rescale(fitted["scale"].astype(np.float64), unit, self.covariance_type),
+        }
+        self.converged_ = converged
         bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
         if bad or not np.isfinite(objective):
+            # EM keeps the last finite iterate, so only a start can get here
             raise ValueError(
-                f"GaussianMixture fit produced non-finite values for {bad or 'the likelihood'}; "
-                "increase reg_covar or use fewer components"
+                f"GaussianMixture start has non-finite values for {bad or 'the likelihood'}; "
+                "check weights_init/means_init/precisions_init or increase reg_covar"
             )
         self.n_components_ = K
-        self.n_iter_ = n_iter
+        self.n_iter_ = len(trace)
         # EM's objective is the log-likelihood; MAP's the log joint, SVI's the ELBO
         self.lower_bound_ = objective / n if self.method == "em" else self.score(X)
-        if not self.converged_:
+        if self.method == "em":
+            self._warn_on_degeneracy(fitted["scale"], np.asarray(reg, np.float64), unit, breakdown)
+        if not self.converged_ and not breakdown:
             warnings.warn(
                 f"GaussianMixture EM did not converge within max_iter={self.max_iter} "
                 f"iterations (tol={self.tol}); increase max_iter or tol.",
@@ -363,7 +456,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         return self
 
     def _fit_em(self, starts, Xc, observed, reg):
-        """Jit-compiled EM from every start; returns (params, trace, converged)."""
+        """Jit-compiled EM from every start on the standardised data ``Xc`` (missing
+        entries 0); returns (params, trace, converged, objective, breakdown)."""
         dtype = starts.means.dtype
         d = Xc.shape[1]
         complete = observed.all(axis=1)
@@ -395,23 +489,56 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             accelerate=bool(self.accelerate),
             verbose=int(self.verbose),
         )
-        return result.params, result.trace[: int(result.n_iter)], bool(result.converged)
+        trace = result.trace[: int(result.n_iter)]
+        objective = float(result.objective)
+        return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
 
-    def _fit_svi(self, starts, Xc, observed):
-        """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start.
+    def _warn_on_degeneracy(self, scale, floor, unit, breakdown):
+        """Say when the fit is not a regular maximum of the likelihood.  ``scale`` and
+        ``floor`` are in standardised units (see :meth:`fit`)."""
+        if breakdown:
+            warnings.warn(
+                f"GaussianMixture EM broke down numerically after {self.n_iter_} iterations "
+                "(the next iterate's log-likelihood was not finite); returning the last "
+                "iterate with a finite one, converged_=False.  Increase reg_covar.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        roundoff = floor * unit**2 > self.reg_covar
+        if not roundoff.any():
+            return
+        # reg_covar is below round-off at some feature's scale: did a component collapse
+        # there?  Covariances relative to the floor G: a direction of G^{-1/2} Sigma
+        # G^{-1/2} at its floor 1 that lies mostly along those features.
+        if self.covariance_type in ("full", "tied"):
+            relative = scale / np.sqrt(floor)[:, None]
+            values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
+            along = np.sum(vectors[..., roundoff, :] ** 2, axis=-2) > 0.5
+            collapsed = np.any((values <= 1.01) & along)
+        elif self.covariance_type == "diag":
+            collapsed = np.any((scale**2 / floor)[:, roundoff] <= 1.01)
+        else:
+            collapsed = np.any(scale**2 / np.max(floor) <= 1.01)
+        if collapsed:
+            warnings.warn(
+                "A GaussianMixture component collapsed onto (near-)identical points: "
+                f"with reg_covar={self.reg_covar} its likelihood is unbounded, and its "
+                "variance stopped at the round-off floor (10 eps times the feature's "
+                "variance).  Increase reg_covar.",
+                UserWarning,
+                stacklevel=3,
+            )
 
-        The mixture is equivariant under a global rescaling of the data: optimise at
-        unit mean variance, where Adam's step size makes sense, and report the
-        objective in the data's units (log-likelihood minus n_observed log s).
-        """
+    def _fit_svi(self, starts, Z, observed):
+        """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, on
+        the standardised data ``Z`` (missing entries 0) where Adam's step size makes
+        sense; returns parameters and the objective trace in those units."""
         from numpyro.infer.util import log_density
 
         from latentlab.inference.svi import fit_svi
 
         missing = not observed.all()
-        spread = float(np.sqrt(np.mean(np.sum(Xc**2, axis=0) / observed.sum(axis=0))))
-        s = spread if spread > 0 else 1.0
-        Xs = jnp.asarray(np.where(observed, Xc / s, np.nan))
+        Xs = jnp.asarray(np.where(observed, Z, np.nan))
         model = partial(
             gmm.gmm_model,
             n_components=int(starts.means.shape[1]),
@@ -419,12 +546,9 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             has_missing=missing,
             use_prior=self.method == "svi" or bool(self.prior),
         )
-        log_jacobian = observed.sum() * np.log(s)
         best = None
         for i in range(starts.means.shape[0]):
             start = {k: np.asarray(v[i]) for k, v in starts._asdict().items()}
-            start["means"] = start["means"] / s
-            start["scale"] = start["scale"] / s
             fit = fit_svi(
                 model,
                 Xs,
@@ -438,14 +562,10 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             if best is None or objective > best[0]:
                 best = (objective, fit)
         objective, fit = best
-        trace = fit.objective_trace - log_jacobian
+        trace = np.asarray(fit.objective_trace, np.float64)
         if self.method == "map":  # the last entry exactly at the returned parameters
-            trace = np.append(trace, float(objective) - log_jacobian)
-        params = gmm.Params(
-            weights=fit.params["weights"],
-            means=fit.params["means"] * s,
-            scale=fit.params["scale"] * s,
-        )
+            trace = np.append(trace, float(objective))
+        params = gmm.Params(*(fit.params[k] for k in gmm.Params._fields))
         return params, jnp.asarray(trace), True
 
     def fit_predict(self, X, y=None):
@@ -459,8 +579,22 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
 
     # -- fitted quantities --------------------------------------------------------------
 
-    def _params(self, dtype):
-        return gmm.Params(*(jnp.asarray(self.params_[k], dtype) for k in gmm.Params._fields))
+    def _centre(self):
+        return self.params_["weights"] @ self.params_["means"]
+
+    def _centred_params(self):
+        """``(params, centre)``: the fitted parameters in the working dtype with the means
+        taken about ``centre`` (float64, the mixture's mean), on the host.
+
+        Densities, responsibilities and conditionals are translation-equivariant, so
+        callers subtract ``centre`` from X in float64 before the cast and add it back
+        to means in float64 after: float32 then keeps its digits on uncentred data.
+        Call inside ``self._precision()``.
+        """
+        centre = self._centre()
+        values = {**self.params_, "means": self.params_["means"] - centre}
+        dtype = jnp.asarray(1.0).dtype
+        return gmm.Params(*(jnp.asarray(values[k], dtype) for k in gmm.Params._fields)), centre
 
     def _observed(self, X, *, allow_empty_rows: bool):
         """Validated X with NaN replaced by 0, and the observed mask (float)."""
@@ -481,7 +615,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         row = np.empty(X.shape[0])
         log_resp = np.empty((X.shape[0], self.n_components_))
         with self._precision():
-            params = self._params(jnp.asarray(1.0).dtype)
+            params, centre = self._centred_params()
+            X = np.where(observed > 0, X - centre, 0.0)
             kind = self.covariance_type
             if complete.any():
                 row[complete], log_resp[complete] = map_row_chunks(
@@ -562,27 +697,32 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     # -- imputation ---------------------------------------------------------------------
 
     def _conditional_parts(self, X):
-        """Validated X, its observed mask, and -- chunk by chunk over the rows with
-        missing entries -- ``(rows, resp (m, K), means (m, K, d), cov)``: the
-        conditional mixture p(x | x_obs) = sum_k resp_k N(means_k, cov_k)."""
+        """Validated X, its observed mask, the centre c (float64, see
+        :meth:`_centred_params`) and -- chunk by chunk over the rows with missing
+        entries -- ``(rows, resp (m, K), means (m, K, d), cov)``: the conditional
+        mixture p(x - c | x_obs) = sum_k resp_k N(means_k, cov_k).
+
+        The means stay centred so that mixing them (resp sums to 1 only to the working
+        precision) and second moments lose nothing; callers add c at the end."""
         X, observed = self._observed(X, allow_empty_rows=True)
         incomplete = np.flatnonzero(~observed.all(axis=1))
         step = 8 * MISSING_CHUNK[self.covariance_type]
 
         def parts():
             with self._precision():
-                params = self._params(jnp.asarray(1.0).dtype)
+                params, centre = self._centred_params()
                 for start in range(0, incomplete.size, step):
                     rows = incomplete[start : start + step]
+                    o = observed[rows]
                     log_resp, means, cov = map_row_chunks(
                         lambda x, o: _conditionals(params, x, o, self.covariance_type),
-                        X[rows],
-                        observed[rows],
+                        np.where(o > 0, X[rows] - centre, 0.0),
+                        o,
                         chunk=MISSING_CHUNK[self.covariance_type],
                     )
                     yield rows, np.exp(log_resp), means, cov
 
-        return X, observed, parts()
+        return X, observed, self._centre(), parts()
 
     def _marginal_variances(self, cov):
         """Per-coordinate conditional variances (m, K, d) from ``cov``."""
@@ -599,13 +739,13 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         component is uncertain.  Intervals: use :meth:`impute_interval` (the mixture
         is not Gaussian, so mean -/+ z sd is not a calibrated interval).
         """
-        X, observed, parts = self._conditional_parts(X)
+        X, observed, centre, parts = self._conditional_parts(X)
         filled, std = X.copy(), np.zeros_like(X)
         for rows, resp, means, cov in parts:
             mean = np.einsum("mk,mkd->md", resp, means)
             second = np.einsum("mk,mkd->md", resp, self._marginal_variances(cov) + means**2)
             missing = observed[rows] == 0
-            filled[rows] = np.where(missing, mean, X[rows])
+            filled[rows] = np.where(missing, mean + centre, X[rows])
             std[rows] = np.where(missing, np.sqrt(np.maximum(second - mean**2, 0.0)), 0.0)
         return (filled, std) if return_std else filled
 
@@ -614,7 +754,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         ``sum_k weights[n, k] N(means[n, k, j], sds[n, k, j]^2)``: ``weights`` (n, K) is
         p(k | x_obs), ``means`` and ``sds`` (n, K, d) each component's conditional mean
         and sd (x and 0 where observed)."""
-        X, observed, parts = self._conditional_parts(X)
+        X, observed, centre, parts = self._conditional_parts(X)
         K = self.n_components
         weights = np.full((X.shape[0], K), 1.0 / K)
         means = np.broadcast_to(X[:, None, :], (X.shape[0], K, X.shape[1])).copy()
@@ -622,7 +762,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         for rows, resp, component_means, cov in parts:
             missing = (observed[rows] == 0)[:, None, :]
             weights[rows] = resp
-            means[rows] = np.where(missing, component_means, means[rows])
+            means[rows] = np.where(missing, component_means + centre, means[rows])
             sds[rows] = np.where(missing, np.sqrt(self._marginal_variances(cov)), 0.0)
         return weights, means, sds
 
@@ -634,14 +774,14 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         each (n_samples, n_features), equal to X where observed.
         """
         tail = 0.5 * (1.0 - check_level(level))
-        X, observed, parts = self._conditional_parts(X)
+        X, observed, centre, parts = self._conditional_parts(X)
         lower, upper = X.copy(), X.copy()
         for rows, resp, means, cov in parts:
             sd = np.sqrt(np.maximum(self._marginal_variances(cov), 1e-300))
             missing = observed[rows] == 0
             for target, out in ((tail, lower), (1.0 - tail, upper)):
                 quantile = mixture_quantile(resp, means, sd, target)
-                out[rows] = np.where(missing, quantile, X[rows])
+                out[rows] = np.where(missing, quantile + centre, X[rows])
         return lower, upper
 
     def sample_imputations(self, X, n_imputations: int = 5, random_state=None) -> np.ndarray:
@@ -653,7 +793,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         """
         _check_positive_int("n_imputations", n_imputations)
         rng = check_random_state(random_state)
-        X, observed, parts = self._conditional_parts(X)
+        X, observed, centre, parts = self._conditional_parts(X)
         draws = np.broadcast_to(X, (n_imputations, *X.shape)).copy()
         for rows, resp, means, cov in parts:
             missing = observed[rows] == 0
@@ -675,14 +815,15 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                     x = means[pick] + np.einsum("mde,me->md", root[pick], eps)
                 else:
                     x = means[pick] + root[pick] * eps
-                draws[m, rows] = np.where(missing, x, X[rows])
+                draws[m, rows] = np.where(missing, x + centre, X[rows])
         return draws
 
     def sample(self, n_samples: int = 1, random_state=None):
         """Draw from the fitted mixture through its declaration: ``(X, component labels)``."""
         check_is_fitted(self)
         with self._precision():
-            trace = self._draw_from_declaration(n_samples, random_state)
-            X = to_numpy(trace["x"]["value"])
+            params, centre = self._centred_params()
+            trace = self._draw_from_declaration(n_samples, random_state, params._asdict())
+            X = to_numpy(trace["x"]["value"]) + centre  # un-centred in float64
             labels = np.asarray(trace["c"]["value"], dtype=np.int64)
         return X, labels

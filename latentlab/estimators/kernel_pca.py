@@ -18,9 +18,14 @@ from latentlab.closed_form.kernels import KERNELS, KernelParams
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 
-__all__ = ["KernelPCA", "resolve_kernel"]
+__all__ = ["KernelPCA", "resolve_kernel", "kernel_offset"]
 
 EIGEN_SOLVERS = ("auto", "dense", "randomized")
+
+# Kernels whose *centred* Gram matrix (and consistently centred test kernel) does not
+# change when every point is shifted by the same vector: rbf depends on differences
+# only, and the centred linear kernel is the Gram matrix of centred data.
+SHIFT_INVARIANT_KERNELS = ("linear", "rbf")
 
 
 def resolve_kernel(kernel, gamma, degree, coef0, n_features, name="kernel"):
@@ -64,6 +69,20 @@ def resolve_kernel(kernel, gamma, degree, coef0, n_features, name="kernel"):
     if not isinstance(coef0, numbers.Real) or not np.isfinite(coef0):
         raise ValueError(f"coef0 must be a finite number, got {coef0!r}")
     return kernel, KernelParams(gamma=float(gamma), coef0=float(coef0)), int(degree)
+
+
+def kernel_offset(kernel, X):
+    """The point subtracted from every sample before the kernel is evaluated.
+
+    For a shift-invariant kernel it is the training mean, computed in float64 on the
+    host: ``||a||^2 + ||b||^2 - 2 a.b`` cancels catastrophically for data far from the
+    origin (a shift of 1e8 leaves nothing of the spread in float64, let alone float32),
+    while the centred data give the same kernel exactly.  Other kernels (poly,
+    sigmoid, cosine, callables) depend on the origin: zeros.
+    """
+    if isinstance(kernel, str) and kernel in SHIFT_INVARIANT_KERNELS:
+        return np.mean(np.asarray(X, dtype=np.float64), axis=0)
+    return np.zeros(np.shape(X)[1])
 
 
 def check_gram(K, n_rows, n_cols, name="kernel"):
@@ -117,6 +136,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
     eigenvectors_ : ndarray (n_samples, n_components_)
         Unit eigenvectors; the largest-magnitude entry of each is positive.
     X_fit_ : ndarray (n_samples, n_features)
+    X_offset_ : ndarray (n_features,)
+        Subtracted from every sample (in float64, before any cast to float32) before the
+        kernel is evaluated: the training mean for the shift-invariant kernels
+        ("linear", "rbf"), which makes results independent of where the data sit;
+        zeros for the others.
+    kernel_column_means_ : ndarray (n_samples,)
+        Column means of the training Gram matrix (of the offset data), for centring the
+        kernel of new points consistently.
+    kernel_grand_mean_ : float
+        Mean of the training Gram matrix.
     gamma_ : float
     dual_coef_, X_transformed_fit_ : ndarray
         Pre-image regression (only with ``fit_inverse_transform=True``).
@@ -159,8 +188,38 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         self.random_state = random_state
         self.dtype = dtype
 
-    def _kernel_args(self):
-        return {"kernel": self._kernel, "degree": self._degree}
+    def _kernel(self):
+        """(kernel, KernelParams, degree) of the fitted model, from its settings.
+
+        Recomputed rather than kept in private state, so that a model restored by
+        :func:`latentlab.load` (which stores settings and public fitted attributes
+        only) transforms exactly as the fitted one.
+        """
+        kernel, params, degree = resolve_kernel(
+            self.kernel, self.gamma_, self.degree, self.coef0, self.n_features_in_
+        )
+        return params, {"kernel": kernel, "degree": degree}
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (settings and shapes)."""
+        self._kernel()
+        n, d = np.shape(self.X_fit_)
+        k = self.n_components_
+        if d != self.n_features_in_:
+            raise ValueError(f"X_fit_ has {d} columns, not n_features_in_={self.n_features_in_}")
+        expected = {
+            "X_offset_": (d,),
+            "kernel_column_means_": (n,),
+            "eigenvalues_": (k,),
+            "eigenvectors_": (n, k),
+        }
+        if self.fit_inverse_transform:
+            expected.update(X_transformed_fit_=(n, k), dual_coef_=(n, d))
+        for name, shape in expected.items():
+            if np.shape(getattr(self, name)) != shape:
+                raise ValueError(f"{name} has shape {np.shape(getattr(self, name))}, not {shape}")
+        if not np.all(self.eigenvalues_ > 0):
+            raise ValueError("eigenvalues_ must be positive")
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features)."""
@@ -191,9 +250,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
             raise ValueError(f"iterated_power must be 'auto' or an integer >= 0, got {power!r}")
         if not isinstance(self.n_oversamples, numbers.Integral) or self.n_oversamples < 0:
             raise ValueError(f"n_oversamples must be an integer >= 0, got {self.n_oversamples!r}")
-        self._kernel, self._degree = kernel, degree
+        offset = kernel_offset(kernel, X)
         with self._precision():
-            Xj = to_device(X)
+            Xj = to_device(X - offset)
             if callable(kernel):
                 check_gram(jax.eval_shape(kernel, Xj, Xj), n, n)
             result = call(
@@ -206,7 +265,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
                 solver=solver,
                 n_oversamples=int(self.n_oversamples),
                 n_iter=int(power),
-                **self._kernel_args(),
+                kernel=kernel,
+                degree=degree,
             )
             eigenvalues = to_numpy(result.eigenvalues)[:K]
             eigenvectors = to_numpy(result.eigenvectors)[:, :K]
@@ -234,9 +294,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         self.eigenvectors_ = eigenvectors[:, kept]
         self.n_components_ = rank
         self.X_fit_ = X
-        self._column_means = to_numpy(result.column_means)
-        self._grand_mean = float(result.grand_mean)
-        self._params = params
+        self.X_offset_ = offset
+        self.kernel_column_means_ = to_numpy(result.column_means)
+        self.kernel_grand_mean_ = float(result.grand_mean)
         if self.fit_inverse_transform:
             self.X_transformed_fit_ = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
             with self._precision():
@@ -248,7 +308,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
                         jnp.asarray(X),
                         params,
                         float(self.alpha),
-                        **self._kernel_args(),
+                        kernel=kernel,
+                        degree=degree,
                     )
                 )
             if not np.isfinite(self.dual_coef_).all():
@@ -266,19 +327,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         """Project new points (n_samples, n_features) with the consistently centred kernel."""
         check_is_fitted(self)
         X = check_data(self, X, reset=False, allow_nan=False)
+        params, kernel_args = self._kernel()
         with self._precision():
+            # the offset is removed in float64 here, before any cast to float32
             return to_numpy(
                 map_rows(
                     cf.kernel_pca_transform,
-                    X,
-                    jnp.asarray(self.X_fit_),
-                    self._params,
+                    X - self.X_offset_,
+                    to_device(self.X_fit_ - self.X_offset_),
+                    params,
                     jnp.asarray(self.eigenvalues_),
                     jnp.asarray(self.eigenvectors_),
-                    jnp.asarray(self._column_means),
-                    jnp.asarray(self._grand_mean),
+                    jnp.asarray(self.kernel_column_means_),
+                    jnp.asarray(self.kernel_grand_mean_),
                     work_per_row=len(self.X_fit_),
-                    **self._kernel_args(),
+                    **kernel_args,
                 )
             )
 
@@ -295,6 +358,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
             raise ValueError(f"X must have shape (n_samples, {self.n_components_}), got {Z.shape}")
         if not np.isfinite(Z).all():
             raise ValueError("X contains NaN or infinity")
+        params, kernel_args = self._kernel()
         with self._precision():
             return to_numpy(
                 map_rows(
@@ -302,8 +366,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
                     Z,
                     jnp.asarray(self.X_transformed_fit_),
                     jnp.asarray(self.dual_coef_),
-                    self._params,
+                    params,
                     work_per_row=len(self.X_transformed_fit_),
-                    **self._kernel_args(),
+                    **kernel_args,
                 )
             )

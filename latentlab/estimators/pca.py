@@ -177,16 +177,22 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         n, d = X.shape
         solver, K = self._resolve(n, d)
         high = min(n, d)
+        # Centre in float64 on the host before any cast: float32 cannot hold an offset
+        # such as 1e8 together with the unit-scale structure on top of it.  (The
+        # float64 scatter path guards against cancellation itself, without a copy.)
+        scatter_path = solver == "covariance_eigh" and self.dtype == "float64"
+        shift = np.zeros(d) if scatter_path else X.mean(axis=0)
+        Xc = X if scatter_path else X - shift
         with self._precision():
-            if solver == "covariance_eigh" and self.dtype == "float64":
+            if scatter_path:
                 mean, scatter = scatter_about_mean(X)  # NumPy: see its docstring
                 result = call(
                     cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n
                 )
             elif solver == "covariance_eigh":
-                result = call(cf.pca_covariance_eigh, X.size, to_device(X))
+                result = call(cf.pca_covariance_eigh, X.size, to_device(Xc))
             elif solver == "full":
-                result = call(cf.pca_full, X.size, to_device(X))
+                result = call(cf.pca_full, X.size, to_device(Xc))
             else:
                 power = self.iterated_power
                 if power == "auto":
@@ -194,13 +200,13 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
                 result = call(
                     cf.pca_randomized,
                     X.size,
-                    to_device(X),
+                    to_device(Xc),
                     jax_key(self.random_state),
                     n_components=K,
                     n_oversamples=int(self.n_oversamples),
                     n_iter=int(power),
                 )
-            mean = to_numpy(result.mean)
+            mean = shift + to_numpy(result.mean)
             components = to_numpy(result.components)[:high]
             singular_values = to_numpy(result.singular_values)[:high]
             variance = to_numpy(result.explained_variance)[:high]
@@ -238,13 +244,18 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         variance = self.explained_variance_
         return np.sqrt(np.where(variance > 0, variance, 1.0))
 
+    def _centred(self, X):
+        """``X - mean_`` in float64 on the host, and the zero mean the solvers then take."""
+        return X - self.mean_, np.zeros(self.n_features_in_)
+
     def _project(self, X):
+        Xc, zero = self._centred(X)
         with self._precision():
             return to_numpy(
                 map_rows(
                     cf.pca_transform,
-                    X,
-                    jnp.asarray(self.mean_),
+                    Xc,
+                    zero,
                     jnp.asarray(self.components_),
                     jnp.asarray(self._scale()),
                 )
@@ -264,15 +275,16 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         if not np.isfinite(Z).all():
             raise ValueError("X contains NaN or infinity")
         with self._precision():
-            return to_numpy(
+            Xc = to_numpy(
                 map_rows(
                     cf.pca_inverse_transform,
                     Z,
-                    jnp.asarray(self.mean_),
+                    np.zeros(self.n_features_in_),
                     jnp.asarray(self.components_),
                     jnp.asarray(self._scale()),
                 )
             )
+        return Xc + self.mean_  # un-centre in float64
 
     # -- probabilistic PCA likelihood ---------------------------------------------------
 
@@ -295,12 +307,13 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
                 "or the noise has zero variance), so its likelihood is undefined; fit with "
                 "fewer components"
             )
+        Xc, zero = self._centred(X)
         with self._precision():
             return to_numpy(
                 map_rows(
                     cf.ppca_score_samples,
-                    X,
-                    jnp.asarray(self.mean_),
+                    Xc,
+                    zero,
                     jnp.asarray(self.components_),
                     jnp.asarray(self.explained_variance_),
                     jnp.asarray(self.noise_variance_),

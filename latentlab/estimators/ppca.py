@@ -17,6 +17,10 @@ __all__ = ["PPCA"]
 
 METHODS = ("em", "closed_form", "map", "svi")
 
+# A noise variance at its floor means "rank K" only if the floor is below this
+# fraction of every feature's variance (each feature >= 99.9% explained).
+SUBSPACE_RATIO = 1e3
+
 
 _e_step = jax.jit(ppca.e_step)
 
@@ -48,7 +52,10 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     max_iter : int, default=2000
         Maximum number of EM iterations.
     n_init : int, default=1
-        Number of random starts (EM and MAP); the best log-likelihood is kept.
+        Number of starts (EM and MAP); the best objective is kept.  EM's first start
+        is the PCA solution of the mean-imputed data (the ML solution itself for
+        complete data), the others random; with missing values EM can stop at a
+        local optimum, which further starts guard against.
     prior : bool, default=False
         For ``method="map"``: include the priors of the declaration (MAP) or not (ML).
         The priors act on the data after a global rescaling to unit mean variance.
@@ -60,7 +67,8 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     dtype : {"float64", "float32"}, default="float64"
         Precision of the computation; float64 does not change JAX's global config.
         With float32, objective changes below ~1e-5 per sample are round-off: use a
-        ``tol`` of that order.
+        ``tol`` of that order.  Data are centred in float64 before any float32 step
+        and results shifted back in float64, so a large mean costs no precision.
     verbose : int, default=0
         If > 0, print the EM objective every ``verbose`` iterations.
 
@@ -148,13 +156,31 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         return params, jnp.reshape(loglik, (1,)), 0, True
 
     def _warn_after_fit(self, hyper):
-        if self.params_["sigma2"] <= 1.000001 * float(hyper.variance_floor):
-            warnings.warn(
-                "PPCA noise variance reached its floor: the data lie (almost) in a "
-                f"{self.n_components_}-dimensional affine subspace; use fewer components.",
-                UserWarning,
-                stacklevel=3,
-            )
+        floor = float(hyper.variance_floor)
+        if self.params_["sigma2"] <= 1.000001 * floor:
+            # The floor is 1e-6 of the *mean* feature variance (EM's round-off needs
+            # that).  Only when it is also small against every feature's own variance
+            # (here the fitted model's, ||w_j||^2 + sigma2) does reaching it mean the
+            # data are (nearly) rank K; with very unequal column scales it can instead
+            # exceed a small feature's whole variance.  (Constant features, with no
+            # loading, are trivially in the subspace.)
+            loading = np.sum(self.params_["W"] ** 2, axis=1)
+            small = np.flatnonzero((loading > floor) & (loading < SUBSPACE_RATIO * floor))
+            if small.size == 0:
+                message = (
+                    "PPCA noise variance reached its floor: the data lie (almost) in a "
+                    f"{self.n_components_}-dimensional affine subspace; use fewer components."
+                )
+            else:
+                features = ", ".join(map(str, small[:10]))
+                message = (
+                    f"PPCA noise variance reached its floor ({floor:.3g}, 1e-6 of the mean "
+                    f"feature variance), which is not small against the variance of "
+                    f"feature(s) {features}: the columns have very different scales, so "
+                    "the floor, not the data, set the noise variance. Standardise X "
+                    "(e.g. sklearn's StandardScaler) for the maximum-likelihood fit."
+                )
+            warnings.warn(message, UserWarning, stacklevel=3)
         super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------

@@ -271,14 +271,21 @@ class SupervisedPCA(
     # -- fitted quantities --------------------------------------------------------------
 
     def _joint_arrays(self, alpha):
+        """(W, 0, noise precision) of [x, y]; the mean is zero because callers pass
+        data centred on the host in float64 (:meth:`_centred`)."""
         p = self.params_
         d_x, d_y = p["W_x"].shape[0], p["W_y"].shape[0]
         W = jnp.asarray(np.concatenate([p["W_x"], p["W_y"]]))
-        mu = jnp.asarray(np.concatenate([p["mu_x"], p["mu_y"]]))
         precision = jnp.asarray(
             np.r_[np.full(d_x, alpha / p["sigma2_x"]), np.full(d_y, 1.0 / p["sigma2_y"])]
         )
-        return W, mu, precision
+        return W, jnp.zeros_like(precision), precision
+
+    def _centred(self, V, mask):
+        """``[x, y] - [mu_x, mu_y]`` in float64 on the host, 0 where ``mask`` is 0
+        (so a large mean never meets the data in float32)."""
+        mu = np.concatenate([self.params_["mu_x"], self.params_["mu_y"]])
+        return np.where(mask > 0, V - mu, 0.0)
 
     def _x_rows(self, X):
         X = check_data(self, X, reset=False, allow_nan=True)
@@ -294,7 +301,9 @@ class SupervisedPCA(
         check_is_fitted(self)
         V, M = self._x_rows(X)
         with self._precision():
-            mean, cov, _ = _padded(_row_posteriors, *self._joint_arrays(self.alpha), X=V, mask=M)
+            mean, cov, _ = _padded(
+                _row_posteriors, *self._joint_arrays(self.alpha), X=self._centred(V, M), mask=M
+            )
         return mean, cov
 
     def transform(self, X):
@@ -328,7 +337,7 @@ class SupervisedPCA(
             ll = _padded(
                 _row_posteriors,
                 *self._joint_arrays(1.0),
-                X=np.where(mask, V, 0.0),
+                X=self._centred(V, mask),
                 mask=mask.astype(np.float64),
             )[2]
         return ll

@@ -31,6 +31,9 @@ class EMResult(NamedTuple):
     objective: jax.Array  # objective at ``params`` (== trace[n_iter - 1])
     stats: Any  # E-step statistics at ``params``
     start_objectives: jax.Array  # (n_init,) final objective of every start
+    # True where an iterate's objective was not finite: the run stopped and ``params``
+    # is the last iterate with a finite objective (the start if none after it)
+    breakdown: Any = None
 
 
 def _report(show, start, i, objective):
@@ -77,8 +80,11 @@ def run_em(
     """Run EM from each start in ``params0`` (leading axis = starts); keep the best.
 
     Stops when the objective changes by less than ``tol`` per sample between two
-    iterations, or after ``max_iter`` iterations.  ``trace[t]`` is the objective after
-    iteration t + 1, so the last filled entry is evaluated at the returned parameters.
+    iterations, or after ``max_iter`` iterations, or at the first iterate whose
+    objective is not finite (a numerical breakdown): the previous iterate, the last
+    with a finite objective, is then returned with ``breakdown`` set.  ``trace[t]`` is
+    the objective after iteration t + 1, so the last filled entry is evaluated at the
+    returned parameters.
 
     With ``accelerate=True`` an iteration is a SQUAREM cycle (four E- and M-steps):
     two EM steps theta1, theta2, an extrapolation along their direction, and two EM
@@ -127,28 +133,45 @@ def run_em(
         stats = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
         trace = jnp.full((max_iter,), jnp.nan, dtype)
         nan = jnp.asarray(jnp.nan, dtype)
-        state = (start, stats, nan, jnp.asarray(False), jnp.asarray(False), 0, trace)
+        false = jnp.asarray(False)
+        state = (start, stats, nan, false, false, 0, trace, start, false)
 
         def cond(state):
             return ~state[4]
 
         def body(state):
-            params, _, previous, _, was_done, j, trace = state
+            params, stats_before, previous, _, was_done, j, trace, params_before, _ = state
             objective, stats, params_next = cycle(params)
-            converged = (j > 0) & (jnp.abs(objective - previous) <= tol * n_samples)
-            done = converged | (j == max_iter)
-            trace = jnp.where(j > 0, trace.at[j - 1].set(objective), trace)
+            # a breakdown keeps the iterate before (state: its stats and objective)
+            breakdown = ~jnp.isfinite(objective)
+            converged = (j > 0) & ~breakdown & (jnp.abs(objective - previous) <= tol * n_samples)
+            done = breakdown | converged | (j == max_iter)
+            trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(objective), trace)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
                 show = (j > 0) & (j % verbose == 0) & ~was_done
                 jax.debug.callback(_report, show, index, j, objective)
-            params = _select(done, params, params_next)
-            return params, stats, objective, converged, done, jnp.where(done, j, j + 1), trace
+            kept = _select(breakdown, params_before, params)
+            stats = _select(breakdown, stats_before, stats)
+            objective = jnp.where(breakdown & (j > 0), previous, objective)
+            n_iter = jnp.where(breakdown, jnp.maximum(j - 1, 0), jnp.where(done, j, j + 1))
+            next_params = _select(done, kept, params_next)
+            return (
+                next_params,
+                stats,
+                objective,
+                converged,
+                done,
+                n_iter,
+                trace,
+                params,
+                breakdown,
+            )
 
-        params, stats, objective, converged, _, n_iter, trace = jax.lax.while_loop(
+        params, stats, objective, converged, _, n_iter, trace, _, breakdown = jax.lax.while_loop(
             cond, body, state
         )
-        return EMResult(params, trace, n_iter, converged, objective, stats, objective)
+        return EMResult(params, trace, n_iter, converged, objective, stats, objective, breakdown)
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]
     runs = jax.vmap(single)(params0, jnp.arange(n_starts))

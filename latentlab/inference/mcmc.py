@@ -16,7 +16,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["NUTSResult", "run_nuts", "pointwise_log_likelihood", "map_in_chunks"]
+__all__ = [
+    "NUTSResult",
+    "run_nuts",
+    "num_unconstrained",
+    "default_chain_method",
+    "pointwise_log_likelihood",
+    "map_in_chunks",
+    "DENSE_MASS_MAX_DIM",
+    "CHAIN_METHODS",
+]
+
+# ``dense_mass=None`` adapts a dense mass matrix up to this many unconstrained
+# dimensions.  Measured on PPCA under flat priors (loadings and noise strongly
+# correlated), minimum bulk ESS per second, dense vs diagonal, on a shared 2-core CPU:
+# iris K=2 (13 dims, 1 chain): 6.8 s vs 18.1 s for 1000 draws, 0 vs 1 full-depth trees;
+# planted d=10 K=2 (31 dims): 20.4 vs 7.8; d=20 K=3 (81 dims): 14.0 vs 8.2 (diagonal:
+# 383 of 600 trees at the depth cap).  At d=40 K=4 (201 dims) the dense run did not
+# finish 2 x 600 iterations in 10 minutes.  Larger spaces also need more warm-up to
+# estimate a dim x dim covariance, and each leapfrog step costs O(dim^2).
+DENSE_MASS_MAX_DIM = 100
+CHAIN_METHODS = ("auto", "parallel", "vectorized", "sequential")
 
 # NumPyro's names for the per-draw sampler statistics -> ArviZ's (as az.from_numpyro)
 _STAT_NAMES = {
@@ -40,11 +60,12 @@ def run_nuts(
     init_values: dict[str, Any] | None = None,
     num_samples: int = 1000,
     num_warmup: int = 500,
-    num_chains: int = 1,
+    num_chains: int = 4,
     seed: int = 0,
     target_accept_prob: float = 0.8,
     max_tree_depth: int = 10,
-    dense_mass: bool = False,
+    dense_mass: bool | None = None,
+    chain_method: str = "auto",
     **kwargs,
 ) -> NUTSResult:
     """Sample the latent sites of ``model(*args, **kwargs)`` with NUTS.
@@ -56,11 +77,21 @@ def run_nuts(
         estimate: warm-up then only has to adapt the step size and mass matrix.
     num_samples, num_warmup : int
         Draws kept and warm-up iterations, per chain.
-    num_chains : int
-        Chains run one after another (``chain_method="sequential"``), which works on a
-        single CPU device.
+    num_chains : int, default=4
+        Independent chains, each started at ``init_values`` (several are what make
+        R-hat defined).
     seed : int
         Seed of the JAX key.
+    dense_mass : bool or None, default=None
+        Adapt a dense (True) or diagonal (False) mass matrix.  None: dense when the
+        model has at most :data:`DENSE_MASS_MAX_DIM` unconstrained dimensions
+        (:func:`num_unconstrained`), where it is cheap and, for the strongly
+        correlated loadings and noise of a flat-prior posterior, several times
+        faster; diagonal above.
+    chain_method : {"auto", "parallel", "vectorized", "sequential"}, default="auto"
+        How chains share the hardware (NumPyro's ``chain_method``).  "auto"
+        (:func:`default_chain_method`): one chain per device when there are enough
+        devices, vectorized on one accelerator, one after another on one CPU.
 
     Returns
     -------
@@ -76,6 +107,14 @@ def run_nuts(
     from numpyro.infer.initialization import init_to_median, init_to_value
 
     init = init_to_value(values=init_values) if init_values else init_to_median
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"Unknown chain_method={chain_method!r}; expected one of {CHAIN_METHODS}")
+    if chain_method == "auto":
+        chain_method = default_chain_method(num_chains)
+    if dense_mass is None:
+        dense_mass = num_unconstrained(model, *args, init_values=init_values, **kwargs) <= (
+            DENSE_MASS_MAX_DIM
+        )
     kernel = NUTS(
         model,
         init_strategy=init,
@@ -88,7 +127,7 @@ def run_nuts(
         num_warmup=int(num_warmup),
         num_samples=int(num_samples),
         num_chains=int(num_chains),
-        chain_method="sequential",
+        chain_method=chain_method,
         progress_bar=False,
     )
     mcmc.run(jax.random.PRNGKey(seed), *args, extra_fields=tuple(_STAT_NAMES), **kwargs)
@@ -100,6 +139,60 @@ def run_nuts(
     stats["tree_depth"] = np.log2(stats["n_steps"]).astype(np.int64) + 1
     stats["reached_max_treedepth"] = stats["tree_depth"] >= max_tree_depth
     return NUTSResult(draws=draws, sample_stats=stats)
+
+
+def default_chain_method(num_chains: int) -> str:
+    """NumPyro ``chain_method`` for ``num_chains`` on the default backend.
+
+    "parallel" (one chain per device, ``pmap``) when there are at least
+    ``num_chains`` local devices; else "vectorized" (``vmap``) on an accelerator,
+    where one batched program costs little more than one chain; else "sequential":
+    on one CPU vectorized chains gain no hardware and wait, at every step, for the
+    chain building the deepest tree (measured, iris PPCA(2), 4 chains: 9.2-11.5 s
+    vectorized against 7.4-8.6 s sequential).
+    """
+    if num_chains <= 1:
+        return "sequential"
+    if jax.local_device_count() >= num_chains:
+        return "parallel"
+    return "sequential" if jax.default_backend() == "cpu" else "vectorized"
+
+
+def num_unconstrained(model, *args, init_values: dict[str, Any] | None = None, **kwargs) -> int:
+    """Dimension of the unconstrained space NUTS moves in for ``model(*args, **kwargs)``.
+
+    Each continuous latent site counts the size of its value in NumPyro's
+    ``biject_to`` coordinates (a simplex of k weights has k - 1, a Cholesky factor of
+    a k x k covariance k(k + 1)/2).  The model is traced abstractly, nothing is
+    compiled.
+    """
+    from numpyro import handlers
+    from numpyro.distributions import biject_to
+
+    sizes = {}
+
+    def record(args, init):
+        def value(site):  # any valid value: only shapes matter (flat priors cannot sample)
+            if site["type"] != "sample" or site.get("is_observed"):
+                return None
+            if site["name"] in init:
+                return init[site["name"]]
+            if getattr(site["fn"], "is_discrete", False):
+                return None
+            transform = biject_to(site["fn"].support)
+            return transform(jnp.zeros(transform.inverse_shape(site["fn"].shape())))
+
+        model_ = handlers.seed(handlers.substitute(model, substitute_fn=value), rng_seed=0)
+        for name, site in handlers.trace(model_).get_trace(*args, **kwargs).items():
+            if site["type"] != "sample" or site["is_observed"]:
+                continue
+            if getattr(site["fn"], "is_discrete", False):
+                continue  # enumerated or not, NUTS does not move discrete sites
+            shape = biject_to(site["fn"].support).inverse_shape(jnp.shape(site["value"]))
+            sizes[name] = int(np.prod(shape))
+
+    jax.eval_shape(record, args, dict(init_values or {}))
+    return int(sum(sizes.values()))
 
 
 def map_in_chunks(fn, tree, chunk_size: int = 64):

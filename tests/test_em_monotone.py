@@ -1,0 +1,182 @@
+"""EM never lowers the likelihood: a seeded property test over small, awkward data sets
+(integer values with ties, missing entries, complete rows), every covariance type, with
+and without SQUAREM, and the constrained M-step against its closed form."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from oracles import hide_at_random, is_monotone
+from sklearn.exceptions import ConvergenceWarning
+
+from latentlab import GaussianMixture
+from latentlab.inference.em import run_em
+
+COVARIANCE_TYPES = ["full", "tied", "diag", "spherical"]
+N, D = 40, 3  # one shape for every data set: few compiled programs
+
+
+def awkward_data_sets():
+    """Two dozen (name, X) pairs of shape (N, D); no row or column entirely missing."""
+    sets = []
+    for seed in range(8):  # the fuzzer's case: small integers, many ties, 20% NaN
+        rng = np.random.default_rng(seed)
+        X = rng.integers(0, 3, (N, D)).astype(float)
+        sets.append((f"int3-nan-{seed}", hide_at_random(X, 0.2, seed=100 + seed)[0]))
+    for seed in range(6):  # wider integers, more missing
+        rng = np.random.default_rng(10 + seed)
+        X = rng.integers(0, 5, (N, D)).astype(float)
+        sets.append((f"int5-nan-{seed}", hide_at_random(X, 0.3, seed=200 + seed)[0]))
+    for seed in range(5):  # two continuous clusters with missing entries
+        rng = np.random.default_rng(20 + seed)
+        X = rng.normal(size=(N, D)) + np.repeat([[0.0] * D, [3.0] * D], N // 2, axis=0)
+        sets.append((f"normal-nan-{seed}", hide_at_random(X, 0.2, seed=300 + seed)[0]))
+    for seed in range(5):  # complete integer data: ties only
+        rng = np.random.default_rng(30 + seed)
+        sets.append((f"int3-complete-{seed}", rng.integers(0, 3, (N, D)).astype(float)))
+    return sets
+
+
+DATA_SETS = awkward_data_sets()
+
+
+@pytest.mark.parametrize("accelerate", [True, False])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_em_trace_is_monotone_and_ends_at_the_score(covariance_type, accelerate):
+    failures = []
+    for name, X in DATA_SETS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est = GaussianMixture(
+                2, covariance_type=covariance_type, accelerate=accelerate, random_state=0
+            ).fit(X)
+        trace = est.log_likelihoods_
+        if not (np.all(np.isfinite(trace)) and is_monotone(trace)):
+            failures.append((name, float(np.min(np.diff(trace))) if len(trace) > 1 else None))
+        np.testing.assert_allclose(trace[-1], N * est.score(X), rtol=1e-9, err_msg=name)
+    assert not failures, f"trace decreases on {len(failures)} data sets: {failures}"
+
+
+def floored_sample_covariance(X, reg):
+    """ML covariance (ddof=0) with eigenvalues below ``reg`` raised to it, by NumPy."""
+    S = np.cov(X, rowvar=False, bias=True)
+    values, vectors = np.linalg.eigh(S)
+    return (vectors * np.maximum(values, reg)) @ vectors.T
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_single_component_fit_is_the_floored_sample_covariance(covariance_type):
+    """With K = 1 the constrained ML solution is closed form: the sample mean and the
+    sample covariance with its eigenvalues floored at reg_covar (here a constant column
+    and a near-duplicate pair of columns give eigenvalues below the floor)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, D))
+    X[:, 1] = X[:, 0] + 1e-3 * rng.normal(size=N)  # variance 1e-6 along x0 - x1
+    X[:, 2] = 2.0  # zero variance
+    reg = 1e-2
+    est = GaussianMixture(1, covariance_type=covariance_type, reg_covar=reg).fit(X)
+    np.testing.assert_allclose(est.means_[0], X.mean(axis=0), rtol=1e-12, atol=1e-12)
+    var = X.var(axis=0)
+    expected = {
+        "full": floored_sample_covariance(X, reg)[None],
+        "tied": floored_sample_covariance(X, reg),
+        "diag": np.maximum(var, reg)[None],
+        "spherical": np.array([max(var.mean(), reg)]),
+    }[covariance_type]
+    np.testing.assert_allclose(est.covariances_, expected, rtol=1e-10, atol=1e-14)
+
+
+# -- numerical breakdown ---------------------------------------------------------------
+
+
+def _toy_e_step(theta, data, hyper):
+    """Objective -(theta - 5)^2, but not finite once theta > 3 (a breakdown)."""
+    objective = jnp.where(theta > 3.0, jnp.nan, -((theta - 5.0) ** 2))
+    return theta, objective
+
+
+def _toy_m_step(stats, theta, hyper):
+    return stats + 1.0
+
+
+@pytest.mark.parametrize("accelerate", [False, True])
+def test_run_em_returns_the_last_finite_iterate(accelerate):
+    """Iterates 0, 1, 2, ... (one per cycle without SQUAREM, whose jumps the NaN
+    objective rejects): 4 breaks down, so EM stops at 3 with the objectives of 1, 2, 3."""
+    with jax.enable_x64(True):
+        result = run_em(
+            _toy_e_step,
+            _toy_m_step,
+            jnp.zeros((1,)),
+            None,
+            None,
+            jnp.asarray(1.0),
+            jnp.asarray(0.0),
+            max_iter=20,
+            accelerate=accelerate,
+        )
+    assert bool(result.breakdown) and not bool(result.converged)
+    if not accelerate:
+        assert float(result.params) == 3.0 and int(result.n_iter) == 3
+        np.testing.assert_array_equal(result.trace[:3], [-16.0, -9.0, -4.0])
+    assert np.isfinite(float(result.params))
+    assert float(result.objective) == -((float(result.params) - 5.0) ** 2)
+    n = int(result.n_iter)
+    if n:
+        assert float(result.trace[n - 1]) == float(result.objective)
+
+
+def test_collapsing_fit_without_regularisation_keeps_finite_parameters():
+    """reg_covar=0 and three identical rows: a component collapses onto one row, and its
+    likelihood is unbounded.  Before, fit raised "non-finite values"; scikit-learn
+    returns a finite iterate.  Now the variance stops at the round-off floor, the fit
+    is finite, monotone and ends at n * score, and it warns."""
+    rng = np.random.default_rng(57)
+    X = np.vstack([rng.normal(size=(6, 2)), np.repeat(rng.normal(size=(1, 2)), 3, axis=0)])
+    for covariance_type in COVARIANCE_TYPES:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            est = GaussianMixture(
+                3, covariance_type=covariance_type, reg_covar=0.0, max_iter=1, random_state=57
+            ).fit(X)
+        collapsed = any("collapsed" in str(w.message) for w in record)
+        assert collapsed == (covariance_type != "tied")  # a pooled covariance cannot
+        warned = any(issubclass(w.category, ConvergenceWarning) for w in record)
+        assert warned == (not est.converged_) and est.n_iter_ == 1
+        for value in est.params_.values():
+            assert np.all(np.isfinite(value))
+        np.testing.assert_allclose(est.log_likelihoods_[-1], len(X) * est.score(X), rtol=1e-9)
+        if covariance_type != "tied":  # the collapsed component sits on one row
+            variances = est.covariances_.reshape(3, -1)
+            k = int(np.argmin(variances.max(axis=1)))
+            assert variances[k].max() < 1e-13
+            assert np.min(np.linalg.norm(X - est.means_[k], axis=1)) < 1e-12
+            assert est.weights_[k] == pytest.approx(1 / 9, abs=1e-9)
+
+
+def _shrinking_m_step(stats, params, hyper):
+    """Not an M-step: halves every standard deviation, until their squares underflow
+    and the log-likelihood stops being finite."""
+    return params._replace(scale=0.5 * params.scale)
+
+
+def test_estimator_keeps_the_last_finite_iterate_and_warns(monkeypatch):
+    from latentlab.models import gmm
+
+    e_step, _ = gmm.step_functions("diag")
+    monkeypatch.setattr(gmm, "step_functions", lambda covariance_type: (e_step, _shrinking_m_step))
+    X = DATA_SETS[-1][1]  # complete, N x D
+    with pytest.warns(ConvergenceWarning, match="broke down"):
+        est = GaussianMixture(
+            2, covariance_type="diag", accelerate=False, max_iter=5000, random_state=0
+        ).fit(X)
+    assert not est.converged_ and 100 < est.n_iter_ < 5000
+    scale = est.params_["scale"]
+    assert np.all(np.isfinite(scale)) and np.all(scale > 0)
+    # the next halving is the first iterate without a finite log-likelihood
+    assert np.isfinite(est.score(X))
+    np.testing.assert_allclose(est.log_likelihoods_[-1], N * est.score(X), rtol=1e-9)
+    est.params_["scale"] = 0.5 * scale
+    assert not np.isfinite(est.score(X))
