@@ -200,3 +200,13 @@ def test_shift_invariant_kernels_ignore_where_the_data_sit(kernel, dtype, atol):
     Z, Z_ref = ours.transform(NEW + shift), ref.transform(NEW)
     assert_allclose(align_signs(Z, Z_ref), Z_ref, atol=atol * np.abs(Z_ref).max())
     assert_allclose(ours.X_offset_, IRIS.mean(axis=0) + shift)
+
+
+def test_rounding_error_eigenvalue_is_not_a_component():
+    # issue 15, bug 3: centring cancels kernel entries of ~3000 (poly kernel), leaving an
+    # "eigenvalue" of 7.8e-13 whose exact value is ~1e-30; scikit-learn returns 0
+    X = np.array([[5.0, 1.0], [5.0 + 1e-8, 1e-8], [5.0 + 1e-8, 0.0]])
+    with pytest.warns(UserWarning, match="numerical rank"):
+        kpca = latentlab.KernelPCA(n_components=2, kernel="poly").fit(X)
+    np.testing.assert_allclose(kpca.eigenvalues_, [189.08333151], rtol=1e-8)
+    assert kpca.n_components_ == 1

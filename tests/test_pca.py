@@ -279,3 +279,17 @@ def test_quick_compile_path_matches_optimised_path(monkeypatch):
     optimised = latentlab.PCA(n_components=2, svd_solver="full").fit(IRIS)
     assert_allclose(optimised.components_, quick.components_, atol=1e-13)
     assert_allclose(optimised.transform(IRIS[:9]), quick.transform(IRIS[:9]), atol=1e-12)
+
+
+def test_randomized_explained_variance_is_the_variance_of_its_projections():
+    # issue 15, bug 4: B's singular values (3.11803) were reported where the returned
+    # axes carry 3.11822; now the Rayleigh-Ritz values of the axes themselves
+    X = np.random.RandomState(0).randn(100, 80)
+    pca = latentlab.PCA(5, svd_solver="randomized", random_state=0)
+    Z = pca.fit_transform(X)
+    np.testing.assert_allclose(pca.explained_variance_, Z.var(axis=0, ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(pca.singular_values_**2 / 99, pca.explained_variance_, rtol=1e-12)
+    assert np.all(np.diff(pca.explained_variance_) <= 0)
+    # a lower bound of the exact (full SVD) eigenvalues, as Ritz values are
+    exact = latentlab.PCA(5, svd_solver="full").fit(X).explained_variance_
+    assert np.all(pca.explained_variance_ <= exact * (1 + 1e-12))

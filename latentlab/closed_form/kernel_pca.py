@@ -88,8 +88,11 @@ def fit_kernel_pca(
     Kc, column_means, grand_mean = center_kernel(K)
     eigenvalues, V = kernel_eigh(Kc, key, n_components, solver, n_oversamples, n_iter)
     n = X.shape[0]
-    # numpy.linalg.matrix_rank's default: sigma_max * max(shape) * eps.
-    top = jnp.maximum(jnp.max(jnp.abs(eigenvalues)), jnp.max(jnp.abs(jnp.diag(Kc))))
+    # numpy.linalg.matrix_rank's default, sigma_max * max(shape) * eps, with sigma_max
+    # at least the *uncentred* kernel's largest entry: centring cancels entries of that
+    # size, and what it leaves below this is round-off (a kernel of values ~3000 with
+    # differences ~1e-8 left an "eigenvalue" 8e-13 that is exactly ~1e-30).
+    top = jnp.maximum(jnp.max(jnp.abs(eigenvalues)), jnp.max(jnp.abs(K)))
     tolerance = top * n * jnp.finfo(Kc.dtype).eps
     return KernelPCAFit(eigenvalues, V, column_means, grand_mean, tolerance)
 

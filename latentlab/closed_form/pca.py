@@ -194,8 +194,14 @@ def pca_randomized(
     Q = randomized_range_finder(
         lambda M: Xc @ M, lambda M: Xc.T @ M, key, n, d, size, n_iter, X.dtype
     )
-    _, s, Vt = jnp.linalg.svd(Q.T @ Xc, full_matrices=False)  # B = Q^T A, (size, d)
-    return _decomposition(mean, Vt[:n_components], s[:n_components], total_variance, n)
+    _, _, Vt = jnp.linalg.svd(Q.T @ Xc, full_matrices=False)  # B = Q^T A, (size, d)
+    V = Vt[:n_components]
+    # Report the Rayleigh-Ritz values of the returned axes, ||Xc v||, not B's singular
+    # values (which miss the part of Xc v outside range(Q)): explained_variance_ is then
+    # the variance of the projections fit_transform returns, to round-off.
+    s = jnp.linalg.norm(Xc @ V.T, axis=0)
+    order = jnp.argsort(-s)
+    return _decomposition(mean, V[order], s[order], total_variance, n)
 
 
 @jax.jit

@@ -52,5 +52,9 @@ def map_row_chunks(fn, *row_arrays, chunk: int = 4096):
         part = [pad_rows(a[c * size : (c + 1) * size], size) for a in row_arrays]
         out = fn(*part)
         pieces.append(tuple(to_numpy(o) for o in (out if isinstance(out, tuple) else (out,))))
-    joined = tuple(np.concatenate(p)[:n] for p in zip(*pieces, strict=True))
+    # a copy where padding is cut off: users get arrays that own their data
+    joined = tuple(
+        whole if whole.shape[0] == n else whole[:n].copy()
+        for whole in (np.concatenate(p) for p in zip(*pieces, strict=True))
+    )
     return joined if len(joined) > 1 else joined[0]

@@ -13,8 +13,10 @@ __all__ = ["LatentEstimator", "PosteriorMixin", "GenerativeMixin", "to_numpy", "
 
 
 def to_numpy(a) -> np.ndarray:
-    """Every public return is a float64 NumPy array, never a JAX array."""
-    return np.asarray(a, dtype=np.float64)
+    """Every public return is a float64 NumPy array, never a JAX array: a writable
+    array that owns its data (``np.asarray`` of a JAX array is a read-only view of
+    the device buffer, and a slice of a padded result is a view of the padding)."""
+    return np.array(a, dtype=np.float64, copy=True)
 
 
 def jax_key(random_state) -> jax.Array:

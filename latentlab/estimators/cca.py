@@ -197,10 +197,12 @@ class CCA(_TwoViewTransformer):
         # fit.*_mean is the round-off left after centring
         self.x_mean_, self.y_mean_ = x_mean + fit.x_mean, y_mean + fit.y_mean
         self.x_std_, self.y_std_ = fit.x_scale, fit.y_scale
-        self.x_weights_, self.y_weights_ = fit.x_weights[:, :K], fit.y_weights[:, :K]
-        self.x_loadings_, self.y_loadings_ = fit.x_loadings[:, :K], fit.y_loadings[:, :K]
-        self.correlations_ = fit.correlations[:K]
-        self.regularized_correlations_ = fit.singular_values[:K]
+        # copies, not views of the full solution: fitted arrays own their data
+        self.x_weights_, self.y_weights_ = fit.x_weights[:, :K].copy(), fit.y_weights[:, :K].copy()
+        self.x_loadings_ = fit.x_loadings[:, :K].copy()
+        self.y_loadings_ = fit.y_loadings[:, :K].copy()
+        self.correlations_ = fit.correlations[:K].copy()
+        self.regularized_correlations_ = fit.singular_values[:K].copy()
         return self
 
     def _scores_x(self, X):
@@ -338,15 +340,17 @@ class KernelCCA(_TwoViewTransformer):
         ):
             raise ValueError("Kernel CCA gave non-finite weights; check the kernels and reg")
         self.n_components_ = K
-        self.X_fit_, self.Y_fit_ = X, Y
+        # copies: the caller may change their arrays after fit
+        self.X_fit_, self.Y_fit_ = X.copy(), Y.copy()
         self.X_offset_, self.Y_offset_ = x_offset, y_offset
-        self.x_dual_coef_, self.y_dual_coef_ = fit.x_dual_coef[:, :K], fit.y_dual_coef[:, :K]
+        self.x_dual_coef_ = fit.x_dual_coef[:, :K].copy()
+        self.y_dual_coef_ = fit.y_dual_coef[:, :K].copy()
         self.x_kernel_column_means_ = fit.x_column_means
         self.x_kernel_grand_mean_ = float(fit.x_grand_mean)
         self.y_kernel_column_means_ = fit.y_column_means
         self.y_kernel_grand_mean_ = float(fit.y_grand_mean)
-        self.correlations_ = fit.correlations[:K]
-        self.regularized_correlations_ = fit.singular_values[:K]
+        self.correlations_ = fit.correlations[:K].copy()
+        self.regularized_correlations_ = fit.singular_values[:K].copy()
         return self
 
     def _kernels(self, n_features_x, n_features_y):

@@ -291,9 +291,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         self.solver_ = solver
         self.gamma_ = params.gamma
         self.eigenvalues_ = eigenvalues[kept]
-        self.eigenvectors_ = eigenvectors[:, kept]
+        self.eigenvectors_ = eigenvectors[:, kept].copy()  # owns its data
         self.n_components_ = rank
-        self.X_fit_ = X
+        self.X_fit_ = X.copy()  # the caller may change their array after fit
         self.X_offset_ = offset
         self.kernel_column_means_ = to_numpy(result.column_means)
         self.kernel_grand_mean_ = float(result.grand_mean)

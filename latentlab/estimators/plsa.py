@@ -399,12 +399,12 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         trace = np.array(trace, dtype=np.float64)
         if self.method != "svi":  # the last entry is at the returned parameters
             trace[-1] = objective
-        self.params_ = {"theta": theta[:D], "phi": phi}
+        self.params_ = {"theta": theta[:D].copy(), "phi": phi}  # owns its data
         bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
         if bad or not np.isfinite(objective):
             raise ValueError(f"PLSA fit produced non-finite values for {bad or 'the objective'}")
         self.n_components_ = K
-        self.doc_lengths_ = np.asarray(csr.sum(axis=1), dtype=np.float64).ravel()
+        self.doc_lengths_ = np.asarray(csr.sum(axis=1), dtype=np.float64).ravel().copy()
         self.vocabulary_ = (
             None if self.vocabulary is None else np.asarray(list(self.vocabulary), dtype=object)
         )
@@ -547,7 +547,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
                 UserWarning,
                 stacklevel=3,
             )
-        return theta[:n], doc_loglik
+        return theta[:n].copy(), doc_loglik
 
     def transform(self, X) -> np.ndarray:
         """``p(z | d)`` of each document, folded in with the topics fixed;

@@ -190,10 +190,10 @@ class SupervisedPCA(
             mu = to_numpy(params.mu) + shift
         self.target_ndim_ = y.ndim
         self.params_ = {
-            "W_x": W[:d_x],
-            "W_y": W[d_x:],
-            "mu_x": mu[:d_x],
-            "mu_y": mu[d_x:],
+            "W_x": W[:d_x].copy(),  # copies: fitted arrays own their data
+            "W_y": W[d_x:].copy(),
+            "mu_x": mu[:d_x].copy(),
+            "mu_y": mu[d_x:].copy(),
             "sigma2_x": to_numpy(params.sigma2_x),
             "sigma2_y": to_numpy(params.sigma2_y),
         }
@@ -314,7 +314,7 @@ class SupervisedPCA(
         """E[y | x] through the alpha-weighted posterior of z."""
         z = self.transform(X)
         y = z @ self.params_["W_y"].T + self.params_["mu_y"]
-        return y[:, 0] if self.target_ndim_ == 1 else y
+        return y[:, 0].copy() if self.target_ndim_ == 1 else y
 
     def score_samples(self, X, y=None):
         """Unweighted joint log-likelihood log p(x, y) of each row (NaN = missing).

@@ -1,0 +1,60 @@
+"""Small data and a fitting recipe for every estimator latentlab exports, shared by the
+tests that must cover each of them (save/load round trips, output ownership)."""
+
+import inspect
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+import latentlab
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(40, 4)) @ RNG.normal(size=(4, 4)) + 3.0
+Y = np.c_[X[:, 0] - X[:, 1], X[:, 2] ** 2] + 0.3 * RNG.normal(size=(40, 2))
+y = X @ np.array([1.0, -0.5, 0.2, 0.0]) + 0.1 * RNG.normal(size=40)
+COUNTS = RNG.poisson(2.0, size=(30, 12)).astype(float)
+COUNTS[COUNTS.sum(axis=1) == 0, 0] = 1
+X_MISSING = X.copy()
+X_MISSING[::5, 1] = np.nan
+
+# class name -> (constructor settings, fit arguments, arguments of each method)
+DEFAULT_CALLS = {
+    "transform": (X,),
+    "score_samples": (X,),
+    "score": (X,),
+    "predict": (X,),
+    "predict_proba": (X,),
+}
+RECIPES = {
+    "PCA": (dict(n_components=2), (X,), {"transform": (X,)}),
+    "KernelPCA": (
+        dict(n_components=3, kernel="rbf", gamma=0.2, fit_inverse_transform=True, alpha=0.1),
+        (X,),
+        {"transform": (X,)},
+    ),
+    "CCA": (dict(n_components=2), (X, Y), {"transform": (X, Y)}),
+    "KernelCCA": (dict(n_components=2, reg=0.1), (X, Y), {"transform": (X, Y)}),
+    "PPCA": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
+    "FactorAnalysis": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
+    "BayesianPCA": (dict(n_components=3, random_state=0), (X,), {"transform": (X,)}),
+    "SupervisedPCA": (
+        dict(n_components=2, random_state=0),
+        (X, y),
+        {"transform": (X,), "score": (X, y), "score_samples": (X, y)},
+    ),
+    "GaussianMixture": (dict(n_components=2, random_state=0), (X,), {}),
+    "PLSA": (
+        dict(n_components=2, random_state=0),
+        (COUNTS,),
+        {"transform": (COUNTS,), "score_samples": (COUNTS,), "score": (COUNTS,)},
+    ),
+}
+
+
+def exported_estimators():
+    return sorted(
+        name
+        for name in latentlab.__all__
+        if inspect.isclass(getattr(latentlab, name))
+        and issubclass(getattr(latentlab, name), BaseEstimator)
+    )
