@@ -87,3 +87,15 @@ def test_numbers_stored_as_objects_are_still_accepted(X):
         SkPCA(2).fit(X).explained_variance_,
         rtol=1e-10,
     )
+
+
+@pytest.mark.parametrize("cls", [latentlab.CCA, latentlab.KernelCCA])
+def test_second_view_with_overflowing_or_sparse_values_is_refused(cls, X):
+    from scipy import sparse
+
+    Y = X[:, :2] + 0.1 * np.random.default_rng(1).normal(size=(N, 2))
+    with pytest.raises(ValueError, match=r"Y has values as large as .* overflow float64"):
+        cls(1).fit(X, Y * 1e160)
+    with pytest.raises(ValueError, match="Y is a sparse matrix"):
+        cls(1).fit(X, sparse.csr_matrix(Y))
+    cls(1).fit(X, Y * 1e100)  # large but representable: fits

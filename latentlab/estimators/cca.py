@@ -11,7 +11,12 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_n_components
+from latentlab._validation import (
+    check_data,
+    check_dense_numeric,
+    check_magnitude,
+    check_n_components,
+)
 from latentlab.closed_form import cca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LatentEstimator, to_numpy
@@ -66,11 +71,13 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
         if Y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None")
         X = check_data(self, X, reset=reset, allow_nan=False, min_samples=3 if reset else 1)
+        check_dense_numeric(Y, "Y")
         Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
         if Y.ndim == 1:
             Y = Y[:, None]
         if Y.ndim != 2:
             raise ValueError(f"Y must be 1-D or 2-D, got an array of shape {Y.shape}")
+        check_magnitude(Y, "Y")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(
                 f"X and Y must have the same number of rows (samples), got "
