@@ -524,21 +524,9 @@ def _stderr(quiet: bool):
 
 def _enable_compilation_cache() -> None:
     """Persist compiled XLA programs between runs of the command (never on import)."""
-    path = os.environ.get("LATENTLAB_CACHE_DIR")
-    if path == "":
-        return
-    if path is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-        path = os.path.join(base, "latentlab", "jax")
-    try:
-        path = os.path.expanduser(path)
-        os.makedirs(path, exist_ok=True)
-        import jax
+    from latentlab._cache import enable_compilation_cache
 
-        jax.config.update("jax_compilation_cache_dir", path)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    except (OSError, AttributeError):
-        pass  # a cache is an optimisation: run without one
+    enable_compilation_cache()
 
 
 def _discard_stdout() -> None:
