@@ -2,24 +2,22 @@
 closed forms or MAP/SVI, with a scikit-learn surface.
 
 Importing latentlab never changes JAX's global configuration: estimators compute in
-float64 inside ``jax.enable_x64(True)`` contexts of their own.
+float64 inside ``jax.enable_x64(True)`` contexts of their own. Compiled programs are
+kept in a persistent cache (see :func:`set_cache_dir`), set up at the first fit.
+
+Importing latentlab is light: the estimators, :class:`Imputer` and the submodules are
+imported on first use (PEP 562), because scikit-learn alone loads pandas and SciPy's
+statistics (~1 s), and ArviZ, matplotlib and NumPyro's inference modules load where
+they are used.
 """
 
-from latentlab import posterior
+import importlib
+
+from latentlab._cache import set_cache_dir
+
+# compare and load are light modules; compare must be bound here, not lazily, because
+# importing the submodule latentlab.compare would otherwise shadow the function.
 from latentlab.compare import compare
-from latentlab.estimators import (
-    CCA,
-    PCA,
-    PLSA,
-    PPCA,
-    BayesianPCA,
-    FactorAnalysis,
-    GaussianMixture,
-    KernelCCA,
-    KernelPCA,
-    SupervisedPCA,
-)
-from latentlab.impute import Imputer, rubin_pool
 from latentlab.io import load
 
 __version__ = "0.1.0"
@@ -39,5 +37,53 @@ __all__ = [
     "compare",
     "load",
     "posterior",
+    "set_cache_dir",
     "__version__",
 ]
+
+# Public name -> the module that defines it, imported at first access.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "CCA",
+            "PCA",
+            "PLSA",
+            "PPCA",
+            "BayesianPCA",
+            "FactorAnalysis",
+            "GaussianMixture",
+            "KernelCCA",
+            "KernelPCA",
+            "SupervisedPCA",
+        ),
+        "latentlab.estimators",
+    ),
+    "Imputer": "latentlab.impute",
+    "rubin_pool": "latentlab.impute",
+}
+_SUBMODULES = {
+    "posterior",
+    "estimators",
+    "impute",
+    "plots",
+    "datasets",
+    "closed_form",
+    "inference",
+    "models",
+    "cli",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"latentlab.{name}")
+    else:
+        raise AttributeError(f"module 'latentlab' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)

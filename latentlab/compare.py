@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Mapping
 
 import numpy as np
-from sklearn.base import clone
 
 __all__ = ["compare"]
 
@@ -165,6 +164,8 @@ def _loo(est, X, y, supervised, method, random_state, loo_kwargs):
 
 def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
     """One row of the table; failures become NaN plus a message in ``error``."""
+    from sklearn.base import clone  # imported here: scikit-learn loads pandas
+
     supervised = _is_supervised(template)
     n = X.shape[0]
     row = {

@@ -43,6 +43,7 @@ __all__ = [
     "bpca_model",
     "model",
     "init_params",
+    "init_from_pca",
     "e_step",
     "m_step",
     "log_prior",
@@ -63,6 +64,9 @@ class Hyper(NamedTuple):
     variance_floor: jax.Array  # lower bound on sigma2
     a: jax.Array  # Gamma shape of the alpha hyperprior
     b: jax.Array  # Gamma rate (in the units of the data's variance)
+    # (K,) 1 for the model's columns of W, 0 for padding held at zero (see
+    # latentlab.models.gaussian_latent.padded_columns): padding has no prior term
+    columns: jax.Array | None = None
 
 
 def bpca_model(
@@ -109,19 +113,34 @@ def bpca_model(
 model = bpca_model
 
 
-def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
-    """PPCA's random start, with every alpha_k matched to its column's norm."""
-    start = ppca.init_params(key, n_features, n_components, column_variance)
-    alpha = n_features / jnp.sum(start.W**2, axis=0)
+def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
+    """PPCA's random start, with every alpha_k matched to its column's norm (1 for
+    padding columns, whose alpha plays no part)."""
+    start = ppca.init_params(key, n_features, n_components, column_variance, active)
+    norms = jnp.sum(start.W**2, axis=0)
+    alpha = n_features / jnp.where(norms > 0, norms, n_features)
     return Params(W=start.W, mu=start.mu, sigma2=start.sigma2, alpha=alpha)
 
 
-def log_prior(W, alpha, a, b):
-    """log N(W | 0, alpha^{-1}) column-wise + log Gamma(alpha | a, b)."""
+def init_from_pca(start, hyper: Hyper) -> Params:
+    """EM start at the PCA solution (see :func:`latentlab.models.ppca.init_from_pca`),
+    every alpha_k matched to its column's norm (1 for zero columns: padding, or
+    directions without variance above the noise)."""
+    W = start.W
+    norms = jnp.sum(W**2, axis=0)
+    alpha = W.shape[0] / jnp.where(norms > 0, norms, W.shape[0])
+    sigma2 = jnp.maximum(start.sigma2, hyper.variance_floor)
+    return Params(W=W, mu=start.mu, sigma2=sigma2, alpha=alpha)
+
+
+def log_prior(W, alpha, a, b, columns=None):
+    """log N(W | 0, alpha^{-1}) column-wise + log Gamma(alpha | a, b), summed over
+    ``columns`` (default: all)."""
     d = W.shape[0]
     log_normal = 0.5 * d * jnp.log(alpha / (2 * jnp.pi)) - 0.5 * alpha * jnp.sum(W**2, axis=0)
     log_gamma = a * jnp.log(b) - gammaln(a) + (a - 1) * jnp.log(alpha) - b * alpha
-    return jnp.sum(log_normal + log_gamma)
+    per_column = log_normal + log_gamma
+    return jnp.sum(per_column if columns is None else per_column * columns)
 
 
 def e_step(params: Params, data: GaussianData, hyper: Hyper):
@@ -129,7 +148,7 @@ def e_step(params: Params, data: GaussianData, hyper: Hyper):
     d = params.W.shape[0]
     precision = jnp.full((d,), 1.0, params.W.dtype) / params.sigma2
     stats, loglik = expected_stats(params.W, params.mu, precision, data)
-    return stats, loglik + log_prior(params.W, params.alpha, hyper.a, hyper.b)
+    return stats, loglik + log_prior(params.W, params.alpha, hyper.a, hyper.b, hyper.columns)
 
 
 def m_step(stats, params: Params, hyper: Hyper) -> Params:
@@ -138,6 +157,10 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
     W, mu, residual = solve_regression(stats, w_penalty=params.sigma2 * params.alpha)
     sigma2 = jnp.maximum(jnp.sum(residual) / jnp.sum(stats.count), hyper.variance_floor)
     alpha = (d + 2 * hyper.a - 2) / (jnp.sum(W**2, axis=0) + 2 * hyper.b)
+    if hyper.columns is not None:
+        # padding keeps its start's alpha (1): a moving alpha there would not change
+        # the fit, but it would change the SQUAREM step lengths, which see every leaf
+        alpha = jnp.where(hyper.columns > 0, alpha, params.alpha)
     return Params(W=W, mu=mu, sigma2=sigma2, alpha=alpha)
 
 
@@ -162,7 +185,7 @@ def active_columns(W, b, threshold):
     real components at least 160 * 2b).  The default threshold 10 sits a decade from
     each.
     """
-    return jnp.sum(W**2, axis=0) > threshold * 2.0 * b
+    return (W**2).sum(axis=0) > threshold * 2.0 * b  # NumPy or JAX arrays alike
 
 
 def rescale(params: Params, scale) -> Params:

@@ -18,11 +18,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from latentlab.models.gaussian_latent import (
     GaussianData,
     PCAStart,
+    column_normals,
     detect_missing,
     expected_stats,
     observe_rows,
@@ -98,18 +100,22 @@ def fa_model(
 model = fa_model
 
 
-def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
+def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
     """Random loadings at each feature's own scale; each noise variance at half its
     feature's variance.
 
     Row j of W is drawn with variance ``column_variance[j] / K``, so the start (and with
     it every EM iterate) is equivariant under rescaling the features: a start at the
     mean variance would give a feature with a tiny variance huge loadings relative to
-    its noise, and an ill-conditioned first E-step.
+    its noise, and an ill-conditioned first E-step.  ``active`` as for
+    :func:`latentlab.models.ppca.init_params`.
     """
     column_variance = jnp.asarray(column_variance) * jnp.ones(n_features)
-    scale = jnp.sqrt(column_variance / n_components)[:, None]
-    W = scale * jax.random.normal(key, (n_features, n_components), column_variance.dtype)
+    W = column_normals(key, n_features, n_components, column_variance.dtype)
+    if active is not None:
+        W = W * active
+    n_active = n_components if active is None else jnp.sum(active)
+    W = jnp.sqrt(column_variance / n_active)[:, None] * W
     return Params(W=W, mu=jnp.zeros_like(column_variance), psi=0.5 * column_variance)
 
 
@@ -139,23 +145,24 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
 def rescale(params: Params, scale) -> Params:
     """Parameters for data multiplied by ``scale``: a number, or one factor per feature
     (d,) -- the model is equivariant under both (x -> S x: W -> S W, psi -> S^2 psi)."""
-    scale = jnp.asarray(scale)
+    # NumPy stays NumPy (a fitted model is rescaled on the host, without a compile)
+    scale = scale if isinstance(scale, (np.ndarray, jax.Array)) else np.asarray(scale)
     return Params(W=params.W * scale[..., None], mu=params.mu * scale, psi=params.psi * scale**2)
 
 
 def scale_data(data: GaussianData, scale) -> GaussianData:
     """The E-step's data for X divided column-wise by ``scale`` (d,): elementwise, one
-    rounding per entry (no sums are recomputed)."""
+    rounding per entry (no sums are recomputed).  NumPy in, NumPy out."""
     complete = data.complete._replace(
         sum_x=data.complete.sum_x / scale,
-        sum_xx=data.complete.sum_xx / jnp.outer(scale, scale),
+        sum_xx=data.complete.sum_xx / (scale[:, None] * scale[None, :]),
     )
     return data._replace(complete=complete, X=data.X / scale)
 
 
 def observed_counts(data: GaussianData):
     """Number of observed entries of each feature, (d,)."""
-    return data.complete.n + jnp.sum(data.mask, axis=(0, 1))
+    return data.complete.n + data.mask.sum(axis=(0, 1))
 
 
 def n_parameters(n_features: int, n_components: int) -> int:

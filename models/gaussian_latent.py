@@ -225,25 +225,39 @@ class PCAStart(NamedTuple):
     residual: jax.Array  # (d,) each feature's variance left unexplained by W W^T
 
 
-def pca_solution(n, sum_x, sum_xx, n_components: int) -> PCAStart:
+def pca_solution(n, sum_x, sum_xx, n_columns: int, n_components=None) -> PCAStart:
     """Tipping & Bishop (1999) eq. 7-8 from row sums (n, sum x, sum x x^T).
 
     With S the ML (ddof=0) covariance and eigenvalues l_1 >= ... >= l_d:
     sigma2 = mean(l_{K+1..d}),  W = U_K (L_K - sigma2 I)^{1/2}.
+
+    ``W`` has ``n_columns`` (static) columns: the first ``n_components`` (K; may be a
+    traced value, default ``n_columns``) are the solution, the rest zero -- padding
+    that lets one compiled program serve several K (see :func:`padded_columns`).
     """
     mu = sum_x / n
     cov = sum_xx / n - jnp.outer(mu, mu)  # callers pass data already centred near 0
     eigvals, eigvecs = jnp.linalg.eigh(cov)
     eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
-    discarded = eigvals[n_components:]
+    d = eigvals.shape[0]
+    K = n_columns if n_components is None else n_components
+    index = jnp.arange(d)
+    n_discarded = d - K
     # no eigenvalue left over (K = d, as factor analysis allows): no isotropic noise
-    sigma2 = jnp.mean(discarded) if discarded.size else jnp.zeros((), eigvals.dtype)
-    W = eigvecs[:, :n_components] * jnp.sqrt(jnp.maximum(eigvals[:n_components] - sigma2, 0.0))
+    sigma2 = jnp.where(
+        n_discarded > 0,
+        jnp.sum(jnp.where(index >= K, eigvals, 0.0)) / jnp.maximum(n_discarded, 1),
+        0.0,
+    )
+    kept = min(n_columns, d)
+    scale = jnp.sqrt(jnp.maximum(eigvals[:kept] - sigma2, 0.0))
+    W = eigvecs[:, :kept] * jnp.where(index[:kept] < K, scale, 0.0)
+    W = jnp.pad(W, ((0, 0), (0, n_columns - kept)))
     residual = jnp.maximum(jnp.diagonal(cov) - jnp.sum(W**2, axis=1), 0.0)
-    return PCAStart(W=W, mu=mu, sigma2=sigma2, residual=residual)
+    return PCAStart(W=W, mu=mu, sigma2=sigma2.astype(eigvals.dtype), residual=residual)
 
 
-def mean_imputed_pca(data: GaussianData, n, n_components: int) -> PCAStart:
+def mean_imputed_pca(data: GaussianData, n, n_columns: int, n_components=None) -> PCAStart:
     """:func:`pca_solution` of the data with every missing entry at its column's
     observed mean, a deterministic EM start near the optimum.
 
@@ -256,7 +270,46 @@ def mean_imputed_pca(data: GaussianData, n, n_components: int) -> PCAStart:
     X = data.X.reshape(-1, d)
     sum_x = data.complete.sum_x + jnp.sum(X, axis=0)
     sum_xx = data.complete.sum_xx + X.T @ X
-    return pca_solution(n, sum_x, sum_xx, n_components)
+    return pca_solution(n, sum_x, sum_xx, n_columns, n_components)
+
+
+# ----------------------------------------------------------------------------- padding
+#
+# A loadings column held at exactly zero is a fixed point of every EM update here:
+# its posterior mean is 0 and its posterior variance 1, independent of the other
+# columns (the posterior precision I + W^T Psi^{-1} W is block diagonal), so its
+# regression coefficient stays 0, and it adds nothing to the likelihood (its block of
+# log|M| is log 1).  Fitting K components with W padded by zero columns to a
+# bucket size therefore gives the K-column fit, and one compiled program serves every
+# K of a bucket (a rank search compiles once per bucket, not once per K).
+
+SMALLEST_BUCKET = 4
+# Padding stops paying when its extra arithmetic outweighs a compile (~0.5 s): at
+# about this many multiply-adds per EM iteration, the fit uses exactly K columns.
+PADDING_MAX_WORK = 1 << 26
+
+
+def padded_columns(n_components: int, n_features: int, n_missing_rows: int = 0) -> int:
+    """Number of loadings columns to fit K = ``n_components`` with: K rounded up to a
+    power of two (at least :data:`SMALLEST_BUCKET`), or K itself when the padded
+    per-iteration work (``d^2 K`` for the complete rows' summary, ``n d K^2`` for
+    rows with missing entries) would be large."""
+    K = int(n_components)
+    padded = max(SMALLEST_BUCKET, 1 << (K - 1).bit_length())
+    d = int(n_features)
+    work = d * d * padded + (int(n_missing_rows) + 1) * d * padded * padded + d * padded**3
+    return padded if work <= PADDING_MAX_WORK else K
+
+
+def column_normals(key, n_features: int, n_columns: int, dtype):
+    """Standard normal (d, n_columns) loadings whose column k is drawn from
+    ``fold_in(key, k)``: a column's draw does not depend on how many columns follow,
+    so padded and unpadded random starts agree on their real columns."""
+
+    def column(k):
+        return jax.random.normal(jax.random.fold_in(key, k), (n_features,), dtype)
+
+    return jax.vmap(column)(jnp.arange(n_columns)).T
 
 
 # ----------------------------------------------------------------------------- data prep
@@ -313,12 +366,15 @@ def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
         count, col_sum, col_sq = mask.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0)
     column_variance = np.maximum(col_sq / count - (col_sum / count) ** 2, 0.0)
     X_inc, m_inc = _pad_rows(X_inc, m_inc, chunk_size)
+    # NumPy arrays in JAX's working precision: handed to a compiled program as they
+    # are (jnp.asarray would compile a small staging program per shape)
+    dtype = jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype)
     summary = CompleteSummary(
-        n=jnp.asarray(float(n_complete), dtype),
-        sum_x=jnp.asarray(sum_x, dtype),
-        sum_xx=jnp.asarray(sum_xx, dtype),
+        n=np.asarray(float(n_complete), dtype),
+        sum_x=np.asarray(sum_x, dtype),
+        sum_xx=np.asarray(sum_xx, dtype),
     )
-    data = GaussianData(summary, jnp.asarray(X_inc, dtype), jnp.asarray(m_inc, dtype))
+    data = GaussianData(summary, np.asarray(X_inc, dtype), np.asarray(m_inc, dtype))
     return data, column_variance
 
 
@@ -341,19 +397,20 @@ def conditional_missing(W, mu, noise_precision, X, mask):
     return jnp.where(observed, X, pred), jnp.where(observed, 0.0, var), z_mean, z_cov
 
 
-def canonical_loadings(W):
-    """Rotate loadings to their principal axes and fix each column's sign.
+def canonical_loadings(W) -> np.ndarray:
+    """Rotate loadings to their principal axes and fix each column's sign (NumPy).
 
     The likelihood depends on W only through W W^T, so W R for any orthogonal R is
     equally good.  Reporting W = U S (from W = U S V^T) makes the columns orthogonal
     and ordered by norm, and the sign rule (largest-magnitude entry positive, as in
-    scikit-learn's ``svd_flip``) makes the result deterministic.
+    scikit-learn's ``svd_flip``) makes the result deterministic.  Computed on the
+    host: a d x K SVD costs microseconds, a compiled program for it a compile.
     """
-    U, S, _ = jnp.linalg.svd(W, full_matrices=False)
+    W = np.asarray(W)
+    U, S, _ = np.linalg.svd(W, full_matrices=False)
     W = U * S
-    idx = jnp.argmax(jnp.abs(W), axis=0)
-    signs = jnp.sign(W[idx, jnp.arange(W.shape[1])])
-    return W * jnp.where(signs == 0, 1.0, signs)
+    signs = np.sign(W[np.argmax(np.abs(W), axis=0), np.arange(W.shape[1])])
+    return W * np.where(signs == 0, 1.0, signs)
 
 
 # ----------------------------------------------------------------------------- declaration

@@ -24,6 +24,7 @@ import numpyro.distributions as dist
 from latentlab.models.gaussian_latent import (
     GaussianData,
     PCAStart,
+    column_normals,
     detect_missing,
     expected_stats,
     observe_rows,
@@ -101,14 +102,19 @@ model = ppca_model  # the name every model module exports for its declaration
 # ----------------------------------------------------------------------------- parameters
 
 
-def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
+def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
     """Random start: loadings at the data's scale, sigma2 at half the mean variance.
 
-    ``column_variance`` is each feature's variance (or one number for all).
+    ``column_variance`` is each feature's variance (or one number for all).  ``active``
+    (n_components,) marks the model's columns; the others are padding, held at zero
+    (see :func:`~latentlab.models.gaussian_latent.padded_columns`).
     """
     mean_variance = jnp.mean(jnp.asarray(column_variance))
-    scale = jnp.sqrt(mean_variance / n_components)
-    W = scale * jax.random.normal(key, (n_features, n_components), mean_variance.dtype)
+    W = column_normals(key, n_features, n_components, mean_variance.dtype)
+    if active is not None:
+        W = W * active
+    n_active = n_components if active is None else jnp.sum(active)
+    W = jnp.sqrt(mean_variance / n_active) * W
     return Params(W=W, mu=jnp.zeros(n_features, mean_variance.dtype), sigma2=0.5 * mean_variance)
 
 

@@ -195,9 +195,10 @@ model = spca_model
 # ----------------------------------------------------------------------------- EM
 
 
-def init_params(key, n_features: int, n_components: int, column_variance) -> Params:
-    """PPCA's random start on [x, y] (``n_features`` counts both blocks)."""
-    start = ppca.init_params(key, n_features, n_components, column_variance)
+def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
+    """PPCA's random start on [x, y] (``n_features`` counts both blocks; ``active`` as
+    there)."""
+    start = ppca.init_params(key, n_features, n_components, column_variance, active)
     return Params(W=start.W, mu=start.mu, sigma2_x=start.sigma2, sigma2_y=start.sigma2)
 
 

@@ -373,7 +373,7 @@ def test_default_start_reaches_the_best_optimum_on_monotone_missing_data():
 
     def random_only(**kw):
         est = PPCA(4, **kw)
-        est._with_pca_start = lambda starts, *args: starts  # the old initialisation
+        est._pca_start = False  # the old initialisation: random starts only
         return est.fit(X)
 
     best_random = random_only(n_init=10, random_state=0).score(X)

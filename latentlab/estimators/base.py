@@ -9,6 +9,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._cache import ensure_compilation_cache
+
 __all__ = ["LatentEstimator", "PosteriorMixin", "GenerativeMixin", "to_numpy", "jax_key"]
 
 
@@ -39,6 +41,8 @@ class LatentEstimator(BaseEstimator):
         dtype = getattr(self, "dtype", "float64")
         if dtype not in ("float64", "float32"):
             raise ValueError(f"Unknown dtype={dtype!r}; expected 'float64' or 'float32'")
+        # Every estimator computes in here, so this is before latentlab's first compile.
+        ensure_compilation_cache()
         with jax.enable_x64(dtype == "float64"), jax.default_matmul_precision("highest"):
             yield
 

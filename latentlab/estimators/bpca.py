@@ -6,7 +6,6 @@ import warnings
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
@@ -137,10 +136,13 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         self.reference_variance_ = mean_variance
         floor = VARIANCE_FLOOR * mean_variance
         return bpca.Hyper(
-            variance_floor=jnp.asarray(floor, dtype),
-            a=jnp.asarray(self.alpha_a, dtype),
-            b=jnp.asarray(self.alpha_b * mean_variance, dtype),
+            variance_floor=np.asarray(floor, dtype),
+            a=np.asarray(self.alpha_a, dtype),
+            b=np.asarray(self.alpha_b * mean_variance, dtype),
         )
+
+    def _padded_hyper(self, hyper, active):
+        return hyper._replace(columns=active)
 
     def _declaration_settings(self, scale):
         # data divided by scale = sqrt(mean variance): the rate b in those units
@@ -172,19 +174,22 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     def _fit_em(self, data, n, K, column_variance, hyper):
         params, trace, n_iter, converged = super()._fit_em(data, n, K, column_variance, hyper)
         self.log_likelihoods_before_pruning_ = to_numpy(trace)
-        active = np.asarray(bpca.active_columns(params.W, hyper.b, self.prune_threshold))
-        if active.all() or not active.any():
+        # the fit's W is padded to a bucket of columns; the first K are the model's
+        columns = np.arange(params.W.shape[1]) < K
+        active = bpca.active_columns(params.W, hyper.b, self.prune_threshold) & columns
+        if active.sum() in (0, K):
             return params, trace, n_iter, converged
         # Fix the switched-off columns at zero (a fixed point of the updates: E[z_k] = 0
         # and alpha_k = (d + 2a - 2) / 2b) and let EM settle the rest.
         d = params.W.shape[0]
         alpha_max = (d + 2 * hyper.a - 2) / (2 * hyper.b)
         pruned = params._replace(
-            W=params.W * active, alpha=jnp.where(active, params.alpha, alpha_max)
+            W=params.W * active, alpha=np.where(active, params.alpha, alpha_max)
         )
         start = jax.tree.map(lambda leaf: leaf[None], pruned)
         # Pruning moves to the constrained problem (switched-off columns held at zero):
         # the log joint may drop at that step, so the reported trace is the second run's.
+        hyper = self._padded_hyper(hyper, columns.astype(params.W.dtype))
         return self._run_em(start, data, n, hyper)
 
     def _warn_after_fit(self, hyper):

@@ -146,13 +146,13 @@ class FactorAnalysis(GaussianLatentEstimator):
 
     def _fit_em(self, data, n, K, column_variance, hyper):
         scale = self._set_feature_scale(column_variance)
-        s = jnp.asarray(scale, data.X.dtype)
+        s = scale.astype(data.X.dtype)  # on the host: NumPy in, NumPy out
         unit_hyper = fa.Hyper(variance_floor=hyper.variance_floor / s**2)
         params, trace, n_iter, converged = super()._fit_em(
             fa.scale_data(data, s), n, K, np.ones_like(scale), unit_hyper
         )
         counts = np.asarray(fa.observed_counts(data), np.float64)
-        return fa.rescale(params, s), trace - _log_jacobian(counts, scale), n_iter, converged
+        return fa.rescale(params, scale), trace - _log_jacobian(counts, scale), n_iter, converged
 
     def _fit_svi(self, Xc, mask, K, column_variance):
         scale = self._set_feature_scale(column_variance)
@@ -177,7 +177,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         W = _order_and_sign(to_numpy(canonical_loadings(params.W / s))) * s
         if self.rotation is not None:
             gamma = 1.0 if self.rotation == "varimax" else 0.0
-            W = _order_and_sign(to_numpy(_rotated(jnp.asarray(W, params.W.dtype), gamma=gamma)))
+            W = _order_and_sign(to_numpy(_rotated(W.astype(params.W.dtype), gamma=gamma)))
         out = {name: to_numpy(value) for name, value in params._asdict().items()}
         out["W"] = W
         return out

@@ -34,6 +34,7 @@ from latentlab.models.gaussian_latent import (
     canonical_loadings,
     conditional_missing,
     mean_imputed_pca,
+    padded_columns,
     row_posteriors,
     summarise,
 )
@@ -42,8 +43,6 @@ __all__ = ["GaussianLatentEstimator"]
 
 _row_posteriors = jax.jit(row_posteriors)
 _conditional_missing = jax.jit(conditional_missing)
-_canonical_loadings = jax.jit(canonical_loadings)
-_mean_imputed_pca = jax.jit(mean_imputed_pca, static_argnames="n_components")
 
 # Below ~1e-6 of a feature's variance a noise variance only means "the data are
 # (nearly) rank K"; a lower floor makes the posterior precision so ill-conditioned
@@ -51,9 +50,58 @@ _mean_imputed_pca = jax.jit(mean_imputed_pca, static_argnames="n_components")
 VARIANCE_FLOOR = 1e-6
 
 
-@partial(jax.jit, static_argnames=("init_params", "n_features", "n_components"))
-def _random_starts(init_params, keys, n_features, n_components, column_variance):
-    return jax.vmap(lambda key: init_params(key, n_features, n_components, column_variance))(keys)
+@partial(
+    jax.jit, static_argnames=("module", "n_columns", "n_init", "max_iter", "verbose", "pca_start")
+)
+def _em_program(
+    module,
+    data,
+    n,
+    n_components,
+    seed,
+    column_variance,
+    hyper,
+    tol,
+    *,
+    n_columns,
+    n_init,
+    max_iter,
+    verbose,
+    pca_start=True,
+):
+    """A whole EM fit as one compiled program: the starts (random ones from ``seed``,
+    the first replaced by the PCA start where the model has one), then EM.
+
+    The loadings have ``n_columns`` columns, of which the first ``n_components`` (a
+    traced value) are the model's and the rest padding held at zero, so every K of a
+    bucket runs this same program (:func:`~latentlab.models.gaussian_latent.padded_columns`).
+    """
+    d = data.X.shape[-1]
+    active = (jnp.arange(n_columns) < n_components).astype(data.X.dtype)
+    keys = jax.random.split(jax.random.PRNGKey(seed), n_init)
+    starts = jax.vmap(lambda key: module.init_params(key, d, n_columns, column_variance, active))(
+        keys
+    )
+    init_from_pca = getattr(module, "init_from_pca", None)
+    if pca_start and init_from_pca is not None:
+        # Random starts alone can end, converged, in a worse local optimum when data
+        # are missing (0.26 nats/row worse on a monotone pattern); the PCA start is
+        # deterministic and near the optimum, and n_init > 1 adds random ones.
+        pca = mean_imputed_pca(data, n, n_columns, n_components)
+        start = init_from_pca(pca, hyper)
+        starts = jax.tree.map(lambda batch, leaf: batch.at[0].set(leaf), starts, start)
+    result = run_em(
+        module.e_step,
+        module.m_step,
+        starts,
+        data,
+        hyper,
+        n,
+        tol,
+        max_iter=max_iter,
+        verbose=verbose,
+    )
+    return result.params, result.trace, result.n_iter, result.converged
 
 
 def _check_positive_int(name, value):
@@ -78,6 +126,7 @@ class GaussianLatentFitMixin:
 
     _module = None
     _methods = ("em", "map", "svi")
+    _pca_start = True  # EM's first start at the mean-imputed PCA solution (if the model has one)
 
     def _max_components(self, n_samples, n_features) -> int:
         raise NotImplementedError
@@ -104,7 +153,7 @@ class GaussianLatentFitMixin:
 
     def _hyper(self, column_variance, dtype):
         floor = VARIANCE_FLOOR * column_variance
-        return self._module.Hyper(variance_floor=jnp.asarray(self._pool_floor(floor), dtype))
+        return self._module.Hyper(variance_floor=np.asarray(self._pool_floor(floor), dtype))
 
     @staticmethod
     def _pool_floor(floor):
@@ -129,29 +178,36 @@ class GaussianLatentFitMixin:
                 stacklevel=3,
             )
 
+    def _padded_hyper(self, hyper, active):
+        """``hyper`` for loadings with the columns ``active`` (a 0/1 vector) of the
+        model and the rest padding; models whose prior sees the columns override it."""
+        return hyper
+
     def _fit_em(self, data, n, K, column_variance, hyper):
+        """EM with the loadings padded to a bucket of columns; returns
+        ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
         dtype = data.X.dtype
         d = data.X.shape[-1]
-        keys = jax.random.split(jax_key(self.random_state), self.n_init)
-        starts = _random_starts(
-            self._module.init_params, keys, d, K, jnp.asarray(column_variance, dtype)
+        n_columns = padded_columns(K, d, data.X.shape[0] * data.X.shape[1])
+        active = np.arange(n_columns) < K
+        hyper = self._padded_hyper(hyper, active.astype(dtype))
+        seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
+        result = _em_program(
+            self._module,
+            data,
+            np.asarray(n, dtype),
+            np.asarray(K, np.int32),
+            np.asarray(seed, np.uint32),
+            np.asarray(column_variance, dtype),
+            hyper,
+            np.asarray(self.tol, dtype),
+            n_columns=n_columns,
+            n_init=int(self.n_init),
+            max_iter=int(self.max_iter),
+            verbose=int(self.verbose),
+            pca_start=self._pca_start,
         )
-        return self._run_em(self._with_pca_start(starts, data, n, K, hyper), data, n, hyper)
-
-    def _with_pca_start(self, starts, data, n, K, hyper):
-        """``starts`` with the first replaced by the model's start at the PCA solution
-        of the mean-imputed data, where the model module defines ``init_from_pca``.
-
-        Random starts alone can end, converged, in a worse local optimum when data are
-        missing (0.26 nats/row worse on a monotone pattern); the PCA start is
-        deterministic and near the optimum, and ``n_init > 1`` adds random ones.
-        """
-        init_from_pca = getattr(self._module, "init_from_pca", None)
-        if init_from_pca is None:
-            return starts
-        pca = _mean_imputed_pca(data, jnp.asarray(n, data.X.dtype), n_components=K)
-        start = init_from_pca(pca, hyper)
-        return jax.tree.map(lambda batch, leaf: batch.at[0].set(leaf), starts, start)
+        return _em_output(*result)
 
     def _run_em(self, starts, data, n, hyper):
         """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
@@ -162,13 +218,27 @@ class GaussianLatentFitMixin:
             starts,
             data,
             hyper,
-            jnp.asarray(n, dtype),
-            jnp.asarray(self.tol, dtype),
+            np.asarray(n, dtype),
+            np.asarray(self.tol, dtype),
             max_iter=int(self.max_iter),
             verbose=int(self.verbose),
         )
-        n_iter = int(result.n_iter)
-        return result.params, result.trace[:n_iter], n_iter, result.converged
+        return _em_output(result.params, result.trace, result.n_iter, result.converged)
+
+
+def _drop_padding(params, K):
+    """The model's K columns of padded parameters: ``W`` (d, K) and any per-column
+    vector (Bayesian PCA's ``alpha``)."""
+    cut = {"W": lambda W: W[:, :K], "alpha": lambda alpha: alpha[:K]}
+    fields = [name for name in cut if name in params._fields]
+    return params._replace(**{name: cut[name](getattr(params, name)) for name in fields})
+
+
+def _em_output(params, trace, n_iter, converged):
+    """An EM result on the host: NumPy parameters and the filled part of the trace."""
+    n_iter = int(n_iter)
+    params = jax.tree.map(np.asarray, params)
+    return params, np.asarray(trace)[:n_iter], n_iter, bool(converged)
 
 
 class IsotropicNoiseMixin:
@@ -234,7 +304,7 @@ class GaussianLatentEstimator(
                 )
             # Shift back on the host in float64: in float32, mu + shift would round to
             # the shift's ulp (8 for a mean of 1e8).
-            params = params._replace(mu=to_numpy(params.mu) + shift)
+            params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
             self.params_ = self._finish(params)
         bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
         if bad:
@@ -250,7 +320,7 @@ class GaussianLatentEstimator(
 
     def _finish(self, params) -> dict:
         """Fitted parameters as a dict of NumPy arrays, loadings in canonical form."""
-        params = params._replace(W=_canonical_loadings(params.W))
+        params = params._replace(W=canonical_loadings(params.W))
         return {name: to_numpy(value) for name, value in params._asdict().items()}
 
     def _fit_closed_form(self, data, K, hyper, mask):
@@ -316,15 +386,20 @@ class GaussianLatentEstimator(
         return self.n_components_
 
     def _arrays(self):
-        """(W, 0, noise precision) as JAX arrays in the estimator's precision.
+        """(W, 0, noise precision) as NumPy arrays in the estimator's precision, W
+        padded with zero columns to its bucket (so models of nearby K share compiled
+        scoring programs; callers cut the latent outputs back to K).
 
         The mean is zero: callers pass data centred on the host (:meth:`_centred`),
         so a large mean never meets the data in float32.
         """
         check_is_fitted(self)
-        W = jnp.asarray(self.params_["W"])
-        precision = 1.0 / jnp.asarray(self._noise_variance_vector())
-        return W, jnp.zeros_like(precision), precision
+        W = self.params_["W"]
+        d, K = W.shape
+        W = np.pad(W, ((0, 0), (0, padded_columns(K, d) - K)))
+        precision = 1.0 / self._noise_variance_vector()
+        dtype = jax.dtypes.canonicalize_dtype(np.float64)
+        return W.astype(dtype), np.zeros(d, dtype), precision.astype(dtype)
 
     def _centred(self, X, mask):
         """``X - mean_`` in float64 on the host, 0 where ``mask`` is 0."""
@@ -415,7 +490,8 @@ class GaussianLatentEstimator(
             mean, cov, _ = _padded(
                 _row_posteriors, *self._arrays(), X=self._centred(X, mask), mask=mask
             )
-        return mean, cov
+        K = self.n_components_
+        return mean[:, :K].copy(), cov[:, :K, :K].copy()
 
     def transform(self, X) -> np.ndarray:
         """Posterior mean E[z | x] of the latent variables, shape (n_samples, n_components)."""

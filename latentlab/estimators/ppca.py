@@ -6,7 +6,6 @@ import warnings
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
@@ -153,7 +152,7 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         c = data.complete
         params = ppca.ml_params(c.n, c.sum_x, c.sum_xx, n_components=K)
         _, loglik = _e_step(params, data, hyper)
-        return params, jnp.reshape(loglik, (1,)), 0, True
+        return params, np.reshape(np.asarray(loglik), (1,)), 0, True
 
     def _warn_after_fit(self, hyper):
         floor = float(hyper.variance_floor)

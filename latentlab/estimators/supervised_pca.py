@@ -176,9 +176,9 @@ class SupervisedPCA(
                 [column_variance[:d_x].mean(), column_variance[d_x:].mean()]
             )
             hyper = spca.Hyper(
-                alpha=jnp.asarray(self.alpha, dtype),
-                is_x=jnp.asarray(is_x, dtype),
-                variance_floor=jnp.asarray(floors, dtype),
+                alpha=np.asarray(self.alpha, dtype),
+                is_x=np.asarray(is_x, dtype),
+                variance_floor=np.asarray(floors, dtype),
             )
             if self.method == "em":
                 params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
@@ -186,7 +186,7 @@ class SupervisedPCA(
                 params, trace, n_iter, converged = self._fit_svi_xy(
                     V - shift, mask, d_x, K, column_variance
                 )
-            W = to_numpy(canonical_loadings(jnp.asarray(params.W)))
+            W = canonical_loadings(to_numpy(params.W)[:, :K])  # padding columns dropped
             mu = to_numpy(params.mu) + shift
         self.target_ndim_ = y.ndim
         self.params_ = {
@@ -275,11 +275,11 @@ class SupervisedPCA(
         data centred on the host in float64 (:meth:`_centred`)."""
         p = self.params_
         d_x, d_y = p["W_x"].shape[0], p["W_y"].shape[0]
-        W = jnp.asarray(np.concatenate([p["W_x"], p["W_y"]]))
-        precision = jnp.asarray(
+        W = np.concatenate([p["W_x"], p["W_y"]])
+        precision = np.asarray(
             np.r_[np.full(d_x, alpha / p["sigma2_x"]), np.full(d_y, 1.0 / p["sigma2_y"])]
         )
-        return W, jnp.zeros_like(precision), precision
+        return W, np.zeros_like(precision), precision
 
     def _centred(self, V, mask):
         """``[x, y] - [mu_x, mu_y]`` in float64 on the host, 0 where ``mask`` is 0

@@ -1,0 +1,22 @@
+"""Test-suite setup: one persistent compilation cache for the whole suite.
+
+latentlab caches compiled XLA programs (see ``latentlab._cache``). Pointing the suite's
+cache into pytest's own cache directory (``.pytest_cache/d/jax-cache``, git-ignored and
+emptied by ``--cache-clear``) lets the xdist workers, and the interpreters the tests
+start, share compiled programs instead of each compiling them, without writing into
+the user's home. The environment is set here, before any test module imports latentlab.
+"""
+
+import os
+
+
+def pytest_configure(config):
+    if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return  # the caller chose a cache (or none) already
+    try:
+        path = config.cache.mkdir("jax-cache")
+    except (AttributeError, OSError):
+        # No cache plugin (-p no:cacheprovider) or a read-only checkout: latentlab then
+        # uses its default directory, or none when that is unusable either.
+        return
+    os.environ["LATENTLAB_CACHE_DIR"] = str(path)
