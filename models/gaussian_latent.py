@@ -178,6 +178,8 @@ def _chunk_stats(W, mu, noise_precision, X, mask):
 def expected_stats(W, mu, noise_precision, data: GaussianData):
     """E-step: regression statistics and the observed-data log-likelihood (a scalar)."""
     stats, loglik = _complete_stats(W, mu, noise_precision, data.complete)
+    if data.X.shape[0] == 0:  # complete data: no per-row machinery to trace or run
+        return stats, loglik
 
     def add_chunk(carry, chunk):
         X, mask = chunk

@@ -69,8 +69,8 @@ def _em_program(
     verbose,
     pca_start=True,
 ):
-    """A whole EM fit as one compiled program: the starts (random ones from ``seed``,
-    the first replaced by the PCA start where the model has one), then EM.
+    """A whole EM fit as one compiled program: the starts (the PCA start where the
+    model has one, then random ones from ``seed`` up to ``n_init``), then EM.
 
     The loadings have ``n_columns`` columns, of which the first ``n_components`` (a
     traced value) are the model's and the rest padding held at zero, so every K of a
@@ -78,18 +78,23 @@ def _em_program(
     """
     d = data.X.shape[-1]
     active = (jnp.arange(n_columns) < n_components).astype(data.X.dtype)
-    keys = jax.random.split(jax.random.PRNGKey(seed), n_init)
-    starts = jax.vmap(lambda key: module.init_params(key, d, n_columns, column_variance, active))(
-        keys
-    )
     init_from_pca = getattr(module, "init_from_pca", None)
-    if pca_start and init_from_pca is not None:
+    pca_start = pca_start and init_from_pca is not None
+    starts = []
+    if pca_start:
         # Random starts alone can end, converged, in a worse local optimum when data
         # are missing (0.26 nats/row worse on a monotone pattern); the PCA start is
         # deterministic and near the optimum, and n_init > 1 adds random ones.
         pca = mean_imputed_pca(data, n, n_columns, n_components)
-        start = init_from_pca(pca, hyper)
-        starts = jax.tree.map(lambda batch, leaf: batch.at[0].set(leaf), starts, start)
+        starts.append(jax.tree.map(lambda leaf: leaf[None], init_from_pca(pca, hyper)))
+    if n_init > len(starts):  # keys drawn for all n_init: the first is the PCA start's
+        keys = jax.random.split(jax.random.PRNGKey(seed), n_init)[len(starts) :]
+
+        def random_start(key):
+            return module.init_params(key, d, n_columns, column_variance, active)
+
+        starts.append(jax.vmap(random_start)(keys))
+    starts = jax.tree.map(lambda *batches: jnp.concatenate(batches), *starts)
     result = run_em(
         module.e_step,
         module.m_step,

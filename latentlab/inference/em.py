@@ -98,10 +98,18 @@ def run_em(
     dtype = jax.tree.leaves(params0)[0].dtype
     n_substeps = 4 if accelerate else 1
 
+    # The statistics' shapes, for the loop carries.  Traced once: tracing the E-step
+    # is a large part of the time a fresh process spends before its first fit.
+    stats_shape = jax.eval_shape(e_step, jax.tree.map(lambda leaf: leaf[0], params0), data, hyper)[
+        0
+    ]
+
+    def zeros_like_stats():
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
+
     def cycle(theta0):
         """Objective and statistics at theta0, and the next iterate."""
-        stats_shape = jax.eval_shape(e_step, theta0, data, hyper)[0]
-        zero_stats = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
+        zero_stats = zeros_like_stats()
         nan = jnp.asarray(jnp.nan, dtype)
 
         def substep(carry, i):
@@ -129,8 +137,7 @@ def run_em(
         return objective0, stats0, p_next
 
     def single(start, index):
-        stats_shape = jax.eval_shape(e_step, start, data, hyper)[0]
-        stats = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
+        stats = zeros_like_stats()
         trace = jnp.full((max_iter,), jnp.nan, dtype)
         nan = jnp.asarray(jnp.nan, dtype)
         false = jnp.asarray(False)
@@ -174,7 +181,11 @@ def run_em(
         return EMResult(params, trace, n_iter, converged, objective, stats, objective, breakdown)
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]
-    runs = jax.vmap(single)(params0, jnp.arange(n_starts))
+    if n_starts == 1:  # the common case: no vmap to trace
+        run = single(jax.tree.map(lambda leaf: leaf[0], params0), jnp.asarray(0))
+        runs = jax.tree.map(lambda leaf: leaf[None], run)
+    else:
+        runs = jax.vmap(single)(params0, jnp.arange(n_starts))
     finite = jnp.where(jnp.isfinite(runs.objective), runs.objective, -jnp.inf)
     best = jnp.argmax(finite)
     result = jax.tree.map(lambda leaf: leaf[best], runs)
