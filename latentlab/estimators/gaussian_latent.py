@@ -332,9 +332,7 @@ class GaussianLatentEstimator(
         raise NotImplementedError
 
     def _fit_svi(self, Xc, mask, K, column_variance):
-        from numpyro.infer.util import log_density
-
-        from latentlab.inference.svi import fit_svi
+        from latentlab.inference.svi import fit_best_of
 
         module = self._module
         # Every Gaussian latent model is equivariant under a global rescaling of the
@@ -357,27 +355,22 @@ class GaussianLatentEstimator(
         )
         keys = jax.random.split(jax_key(self.random_state), self.n_init)
         unit_variance = jnp.asarray(column_variance / mean_variance if mean_variance > 0 else 1.0)
-        best = None
-        for i, key in enumerate(keys):
-            start = module.init_params(key, Xc.shape[1], K, unit_variance.astype(Xs.dtype))
-            fit = fit_svi(
-                model,
-                Xs,
-                guide="delta" if self.method == "map" else "normal",
-                num_steps=int(self.svi_steps),
-                learning_rate=self.learning_rate,
-                init_values=start._asdict(),
-                seed=int(jax.random.randint(key, (), 0, 2**30)) + i,
-            )
-            objective, _ = log_density(model, (Xs,), {}, fit.params)
-            if best is None or objective > best[0]:
-                best = (objective, fit)
-        objective, fit = best
-        trace = fit.objective_trace - log_jacobian
-        if self.method == "map":  # last entry exactly at the returned parameters
-            trace = np.append(trace, float(objective) - log_jacobian)
-        params = module.Params(**{name: fit.params[name] for name in module.Params._fields})
-        return module.rescale(params, scale), trace, len(trace), True
+        starts = [
+            module.init_params(key, Xc.shape[1], K, unit_variance.astype(Xs.dtype))._asdict()
+            for key in keys
+        ]
+        best = fit_best_of(
+            model,
+            (Xs,),
+            starts,
+            method=self.method,
+            num_steps=self.svi_steps,
+            learning_rate=self.learning_rate,
+            random_state=self.random_state,
+            log_jacobian=log_jacobian,
+        )
+        params = module.Params(**{name: best.params[name] for name in module.Params._fields})
+        return module.rescale(params, scale), best.trace, len(best.trace), True
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin
@@ -218,9 +217,7 @@ class SupervisedPCA(
             self.n_components = saved
 
     def _fit_svi_xy(self, Vc, mask, d_x, K, column_variance):
-        from numpyro.infer.util import log_density
-
-        from latentlab.inference.svi import fit_svi
+        from latentlab.inference.svi import fit_best_of
 
         mean_variance = float(np.mean(column_variance))
         scale = np.sqrt(mean_variance) if mean_variance > 0 else 1.0
@@ -233,8 +230,9 @@ class SupervisedPCA(
             use_prior=self.method == "svi" or bool(self.prior),
             tempered=True,  # the collapsed L_alpha: EM's objective F at any alpha
         )
-        key = jax_key(self.random_state)
-        start = spca.init_params(key, Vc.shape[1], K, jnp.asarray(1.0, Xs.dtype))
+        start = spca.init_params(
+            jax_key(self.random_state), Vc.shape[1], K, jnp.asarray(1.0, Xs.dtype)
+        )
         init = {
             "W_x": start.W[:d_x],
             "W_y": start.W[d_x:],
@@ -243,30 +241,28 @@ class SupervisedPCA(
             "sigma2_x": start.sigma2_x,
             "sigma2_y": start.sigma2_y,
         }
-        fit = fit_svi(
-            model,
-            Xs,
-            Ys,
-            guide="delta" if self.method == "map" else "normal",
-            num_steps=int(self.svi_steps),
-            learning_rate=self.learning_rate,
-            init_values=init,
-            seed=int(jax.random.randint(key, (), 0, 2**30)),
-        )
         observed = np.ones(Vc.shape, bool) if mask is None else mask
         n_x, n_y = observed[:, :d_x].sum(), observed[:, d_x:].sum()
         # F of the rescaled data vs F of the data: p(x|z)^alpha scales as scale^(alpha d_x)
         log_jacobian = (self.alpha * n_x + n_y) * np.log(scale)
-        objective, _ = log_density(model, (Xs, Ys), {}, fit.params)
-        trace = np.append(fit.objective_trace, float(objective)) - log_jacobian
-        p = fit.params
+        best = fit_best_of(
+            model,
+            (Xs, Ys),
+            [init],
+            method="map" if self.method == "map" else "svi",
+            num_steps=self.svi_steps,
+            learning_rate=self.learning_rate,
+            random_state=self.random_state,
+            log_jacobian=log_jacobian,
+        )
+        p = best.params
         params = spca.Params(
             W=jnp.concatenate([p["W_x"], p["W_y"]]),
             mu=jnp.concatenate([p["mu_x"], p["mu_y"]]),
             sigma2_x=p["sigma2_x"],
             sigma2_y=p["sigma2_y"],
         )
-        return spca.rescale(params, scale), trace, len(trace), True
+        return spca.rescale(params, scale), best.trace, len(best.trace), True
 
     # -- fitted quantities --------------------------------------------------------------
 
