@@ -32,7 +32,7 @@ RECIPES = {
         (X,),
         {"transform": (X,)},
     ),
-    "CCA": (dict(n_components=2), (X, Y), {"transform": (X, Y)}),
+    "CCA": (dict(n_components=2), (X, Y), {"transform": (X, Y), "score": (X, Y)}),
     "KernelCCA": (dict(n_components=2, reg=0.1), (X, Y), {"transform": (X, Y)}),
     "PPCA": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
     "FactorAnalysis": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),

@@ -31,15 +31,15 @@ def unit(v):
 
 
 def test_linnerud_canonical_correlations_match_oracle():
-    cca = latentlab.CCA().fit(X, Y)
+    cca = latentlab.CCA(n_components=3).fit(X, Y)
     assert_allclose(cca.correlations_, LINNERUD_CORRELATIONS, atol=5e-9)
     assert_allclose(cca.regularized_correlations_, cca.correlations_, rtol=1e-12)
-    unscaled = latentlab.CCA(scale=False).fit(X, Y)  # CCA ignores column scales
+    unscaled = latentlab.CCA(n_components=3, scale=False).fit(X, Y)  # CCA ignores column scales
     assert_allclose(unscaled.correlations_, LINNERUD_CORRELATIONS, atol=5e-9)
 
 
 def test_scores_are_canonical_variates():
-    cca = latentlab.CCA().fit(X, Y)
+    cca = latentlab.CCA(n_components=3).fit(X, Y)
     T, U = cca.transform(X, Y)
     n = len(X)
     assert_allclose(T.T @ T / (n - 1), np.eye(3), atol=1e-10)  # unit variance, uncorrelated
@@ -91,7 +91,7 @@ def test_singular_view_covariance_needs_regularization():
 
 def test_linear_kernel_cca_equals_regularized_linear_cca():
     for reg in (0.05, 2.0):
-        linear = latentlab.CCA(reg=reg, scale=False).fit(X, Y)
+        linear = latentlab.CCA(n_components=3, reg=reg, scale=False).fit(X, Y)
         kernel = latentlab.KernelCCA(n_components=3, reg=reg, kernel="linear").fit(X, Y)
         assert_allclose(
             kernel.regularized_correlations_, linear.regularized_correlations_, rtol=1e-8
@@ -131,7 +131,9 @@ def test_pandas_output_and_feature_names():
 @pytest.mark.parametrize(
     ("estimator", "expected"),
     [
-        (latentlab.CCA(), CCA_EXPECTED_FAILED_CHECKS),
+        # n_components=1: the checks fit 1-D targets, and the default n_components=2
+        # (scikit-learn's) needs two (scikit-learn's own suite sets 1 for CCA too)
+        (latentlab.CCA(n_components=1), CCA_EXPECTED_FAILED_CHECKS),
         (latentlab.KernelCCA(), KERNEL_CCA_EXPECTED_FAILED_CHECKS),
     ],
     ids=["CCA", "KernelCCA"],
@@ -173,7 +175,7 @@ def test_bad_input_raises_value_error_naming_the_problem(cls, data, params, matc
 
 
 def test_transform_checks_y_width():
-    cca = latentlab.CCA().fit(X, Y)
+    cca = latentlab.CCA(n_components=3).fit(X, Y)
     with pytest.raises(ValueError, match="Y features"):
         cca.transform(X, Y[:, :2])
 
@@ -181,9 +183,9 @@ def test_transform_checks_y_width():
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
     from latentlab.estimators import _dispatch
 
-    quick = latentlab.CCA().fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
+    quick = latentlab.CCA(n_components=3).fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
     monkeypatch.setattr(_dispatch, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
-    optimised = latentlab.CCA().fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
+    optimised = latentlab.CCA(n_components=3).fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
     for a, b in zip(quick, optimised, strict=True):
         assert_allclose(b.correlations_, a.correlations_, rtol=1e-12)
         assert_allclose(b.transform(X[:4]), a.transform(X[:4]), atol=1e-10)
@@ -194,8 +196,8 @@ def test_cca_is_unchanged_by_a_huge_offset_in_either_precision(dtype, atol):
     # Centring now happens in float64 before any cast: with a mean of 1e8, float32
     # used to call the covariance singular.  linnerud holds integers, so X + 1e8 is exact.
     shift = 1e8
-    ref = latentlab.CCA().fit(X, Y)
-    cca = latentlab.CCA(dtype=dtype).fit(X + shift, Y - shift)
+    ref = latentlab.CCA(n_components=3).fit(X, Y)
+    cca = latentlab.CCA(n_components=3, dtype=dtype).fit(X + shift, Y - shift)
     assert_allclose(cca.correlations_, LINNERUD_CORRELATIONS, atol=atol)
     for ours, expected in zip(
         cca.transform(X + shift, Y - shift), ref.transform(X, Y), strict=True
@@ -220,3 +222,69 @@ def test_kernel_cca_is_unchanged_by_a_huge_offset_in_either_precision(kernel, dt
         ours.transform(A[:7] + shift, B[:7] - shift), ref.transform(A[:7], B[:7]), strict=True
     ):
         assert_allclose(got, expected, atol=atol * 10 * np.abs(expected).max())
+
+
+def deflation_cca_coef(X, Y, n_components):
+    """Oracle for CCA.coef_: scikit-learn's algorithm (Wegelin 2000, canonical
+    deflation, unit weights on the deflated views), with each pair found exactly by an
+    SVD instead of scikit-learn's power iteration."""
+    x_std, y_std = X.std(0, ddof=1), Y.std(0, ddof=1)
+    Xk, Yk = (X - X.mean(0)) / x_std, (Y - Y.mean(0)) / y_std
+    W, P, L = [], [], []
+    for _ in range(n_components):
+        Ux, sx, Vxt = np.linalg.svd(Xk, full_matrices=False)
+        Uy, sy, Vyt = np.linalg.svd(Yk, full_matrices=False)
+        rx, ry = np.sum(sx > sx[0] * 1e-10), np.sum(sy > sy[0] * 1e-10)
+        g, _, ht = np.linalg.svd(Ux[:, :rx].T @ Uy[:, :ry])
+        w = unit(Vxt[:rx].T @ (g[:, 0] / sx[:rx]))  # minimum-norm, then unit weights
+        c = unit(Vyt[:ry].T @ (ht[0] / sy[:ry]))
+        t, s = Xk @ w, Yk @ c
+        p, q = Xk.T @ t / (t @ t), Yk.T @ s / (s @ s)
+        Xk, Yk = Xk - np.outer(t, p), Yk - np.outer(s, q)
+        W.append(w), P.append(p), L.append(q)
+    W, P, L = np.array(W).T, np.array(P).T, np.array(L).T
+    rotations = W @ np.linalg.pinv(P.T @ W)
+    return ((rotations @ L.T) * y_std).T / x_std
+
+
+# full-rank data with a planted 2-D shared signal (scikit-learn's iterative CCA
+# converges there; on linnerud it stops early)
+_RNG = np.random.default_rng(0)
+_Z = _RNG.normal(size=(200, 2))
+XP = (_Z @ _RNG.normal(size=(2, 4)) + _RNG.normal(size=(200, 4))) * [1, 2, 3, 0.5] + 5
+YP = _Z @ _RNG.normal(size=(2, 3)) + 0.7 * _RNG.normal(size=(200, 3))
+
+
+@pytest.mark.parametrize("n_components", [1, 2, 3])
+def test_predict_coef_and_score_match_sklearn_cca(n_components):
+    # issue 15: CCA.predict, coef_, intercept_ and score (R^2) as scikit-learn's CCA
+    from sklearn.cross_decomposition import CCA as SklearnCCA
+    from sklearn.metrics import r2_score
+
+    ours = latentlab.CCA(n_components=n_components).fit(XP, YP)
+    oracle = deflation_cca_coef(XP, YP, n_components)
+    assert ours.coef_.shape == (3, 4) and ours.intercept_.shape == (3,)
+    assert_allclose(ours.coef_, oracle, rtol=1e-10, atol=1e-12)
+    assert_allclose(ours.intercept_, YP.mean(0), rtol=1e-12)
+    new = XP[:20] + 0.5
+    assert_allclose(ours.predict(new), (new - XP.mean(0)) @ oracle.T + YP.mean(0), atol=1e-10)
+    ref = SklearnCCA(n_components=n_components, max_iter=10_000, tol=1e-14).fit(XP, YP)
+    assert_allclose(ours.coef_, ref.coef_, atol=1e-7)  # scikit-learn iterates to ~1e-8
+    assert_allclose(ours.predict(new), ref.predict(new), atol=1e-6)
+    assert_allclose(ours.score(XP, YP), r2_score(YP, ref.predict(XP)), atol=1e-8)
+
+
+def test_predict_of_one_dimensional_y_is_one_dimensional():
+    from sklearn.cross_decomposition import CCA as SklearnCCA
+
+    ours = latentlab.CCA(n_components=1).fit(XP, YP[:, 0])
+    ref = SklearnCCA(n_components=1, max_iter=10_000, tol=1e-14).fit(XP, YP[:, 0])
+    assert ours.predict(XP[:5]).shape == (5,)
+    assert_allclose(ours.predict(XP[:5]), ref.predict(XP[:5]), atol=1e-7)
+
+
+def test_default_n_components_is_sklearns():
+    from sklearn.cross_decomposition import CCA as SklearnCCA
+
+    assert latentlab.CCA().n_components == SklearnCCA().n_components == 2
+    assert latentlab.CCA().fit(XP, YP).n_components_ == 2

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 from sklearn import decomposition
-from sklearn.datasets import load_iris
+from sklearn.datasets import load_digits, load_iris
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
@@ -150,7 +150,7 @@ def _not_traceable(A, B):
         (IRIS, {"n_components": len(IRIS) + 1}, "n_components"),
         (IRIS, {"gamma": -1.0, "kernel": "rbf"}, "gamma"),
         (IRIS, {"alpha": -1.0}, "alpha"),
-        (IRIS, {"eigen_solver": "arpack"}, "eigen_solver"),
+        (IRIS, {"eigen_solver": "lobpcg"}, "eigen_solver"),
         (np.r_[IRIS[:-1], [[np.nan, 1, 2, 3]]], {}, "NaN"),
         (np.r_[IRIS[:-1], [[1, 2, np.inf, 3]]], {}, "infinity"),
     ],
@@ -210,3 +210,96 @@ def test_rounding_error_eigenvalue_is_not_a_component():
         kpca = latentlab.KernelPCA(n_components=2, kernel="poly").fit(X)
     np.testing.assert_allclose(kpca.eigenvalues_, [189.08333151], rtol=1e-8)
     assert kpca.n_components_ == 1
+
+
+def test_precomputed_kernel_matches_sklearn_and_the_built_in_kernel():
+    # issue 15: kernel="precomputed" takes K(X, X) in fit and K(X_new, X_fit) in transform
+    from sklearn.metrics.pairwise import polynomial_kernel
+
+    settings = dict(gamma=0.2, degree=2, coef0=1.0)
+    K_fit, K_new = polynomial_kernel(IRIS, **settings), polynomial_kernel(NEW, IRIS, **settings)
+    ours = latentlab.KernelPCA(n_components=3, kernel="precomputed")
+    Z_fit = ours.fit_transform(K_fit)
+    ref = decomposition.KernelPCA(n_components=3, kernel="precomputed", eigen_solver="dense")
+    Z_fit_ref = ref.fit_transform(K_fit)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    assert_allclose(align_signs(Z_fit, Z_fit_ref), Z_fit_ref, atol=1e-9)
+    Z, Z_ref = ours.transform(K_new), ref.transform(K_new)
+    assert relative_error(align_signs(Z, Z_ref), Z_ref) < 1e-10
+    assert_allclose(ours.fit(K_fit).transform(K_new), Z, atol=1e-12)  # fit, then transform
+    builtin = latentlab.KernelPCA(n_components=3, kernel="poly", **settings).fit(IRIS)
+    assert_allclose(Z, builtin.transform(NEW), atol=1e-9)
+    assert ours.n_features_in_ == len(IRIS)
+
+
+def test_precomputed_kernel_refuses_pre_images_and_bad_shapes():
+    K = IRIS @ IRIS.T
+    with pytest.raises(ValueError, match="precomputed"):
+        latentlab.KernelPCA(kernel="precomputed", fit_inverse_transform=True).fit(K)
+    kpca = latentlab.KernelPCA(n_components=2, kernel="precomputed").fit(K)
+    with pytest.raises(NotFittedError, match="precomputed"):
+        kpca.inverse_transform(np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="square"):
+        latentlab.KernelPCA(kernel="precomputed").fit(IRIS)
+    with pytest.raises(ValueError, match="features"):
+        kpca.transform(K[:, :10])  # K(X_new, X_fit) needs one column per training point
+    with pytest.raises(ValueError, match="Unknown kernel"):
+        latentlab.KernelCCA(kernel="precomputed", reg=0.1).fit(IRIS, IRIS)
+
+
+def test_precomputed_kernel_model_saves_and_loads(tmp_path):
+    K = IRIS @ IRIS.T
+    kpca = latentlab.KernelPCA(n_components=2, kernel="precomputed").fit(K)
+    kpca.save(tmp_path / "kpca.npz")
+    loaded = latentlab.load(tmp_path / "kpca.npz")
+    assert_allclose(loaded.transform(NEW @ IRIS.T), kpca.transform(NEW @ IRIS.T), rtol=1e-12)
+
+
+# issue 15, kernel PCA speed: "auto" takes the block Lanczos solver for n > 500
+LANCZOS_X = np.random.default_rng(1).normal(size=(600, 5))
+
+
+@pytest.mark.parametrize(
+    ("X", "gamma"),
+    [
+        (LANCZOS_X, 0.2),  # a decaying spectrum
+        (load_digits().data[:600], 1 / 64),  # flat: lambda_11 / lambda_10 = 0.96
+    ],
+    ids=["decaying", "flat"],
+)
+def test_lanczos_is_the_default_for_large_n_and_matches_sklearn_dense(X, gamma):
+    ours = latentlab.KernelPCA(n_components=10, kernel="rbf", gamma=gamma, random_state=0)
+    ours.fit(X)
+    assert ours.solver_ == "lanczos"  # converged: no fallback to dense eigh
+    ref = decomposition.KernelPCA(n_components=10, kernel="rbf", gamma=gamma)
+    ref.fit(X)  # scikit-learn's default for n_components >= 10: dense eigh
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    Z, Z_ref = ours.transform(X[:50]), ref.transform(X[:50])
+    assert relative_error(align_signs(Z, Z_ref), Z_ref) < 1e-7
+
+
+def test_lanczos_on_a_kernel_of_lower_rank_than_asked():
+    # the linear kernel of 600 x 5 data has rank 5: the Krylov space runs out after one
+    # block, and the solver must still return the exact spectrum (PCA's)
+    with pytest.warns(UserWarning, match="numerical rank"):
+        kpca = latentlab.KernelPCA(n_components=10, eigen_solver="arpack").fit(LANCZOS_X)
+    assert kpca.solver_ == "lanczos" and kpca.n_components_ == 5
+    pca = latentlab.PCA(n_components=5).fit(LANCZOS_X)
+    assert_allclose(kpca.eigenvalues_, pca.singular_values_**2, rtol=1e-10)
+
+
+def test_lanczos_falls_back_to_dense_eigh_when_not_converged(monkeypatch):
+    from latentlab.estimators import kernel_pca
+
+    real = kernel_pca.lanczos_settings
+
+    def one_product(n, n_components, dtype):
+        block, blocks, _, tol = real(n, n_components, dtype)
+        return block, blocks, 1, tol
+
+    monkeypatch.setattr(kernel_pca, "lanczos_settings", one_product)
+    X = load_digits().data[:600]
+    kpca = latentlab.KernelPCA(n_components=10, kernel="rbf", random_state=0).fit(X)
+    assert kpca.solver_ == "dense"
+    ref = decomposition.KernelPCA(n_components=10, kernel="rbf", eigen_solver="dense").fit(X)
+    assert_allclose(kpca.eigenvalues_, ref.eigenvalues_, rtol=1e-10)

@@ -293,3 +293,115 @@ def test_randomized_explained_variance_is_the_variance_of_its_projections():
     # a lower bound of the exact (full SVD) eigenvalues, as Ritz values are
     exact = latentlab.PCA(5, svd_solver="full").fit(X).explained_variance_
     assert np.all(pca.explained_variance_ <= exact * (1 + 1e-12))
+
+
+def _planted_rank_3(n=300, d=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return 2 * rng.normal(size=(n, 3)) @ rng.normal(size=(3, d)) + 0.5 * rng.normal(size=(n, d))
+
+
+@pytest.mark.parametrize("n_components", [1, 2, 4])
+def test_get_covariance_and_precision_match_sklearn_and_score(n_components):
+    # issue 15: get_precision (Woodbury), consistent with get_covariance and score
+    from scipy.stats import multivariate_normal
+
+    ours = latentlab.PCA(n_components=n_components).fit(IRIS)
+    ref = decomposition.PCA(n_components=n_components).fit(IRIS)
+    assert_allclose(ours.get_covariance(), ref.get_covariance(), rtol=1e-10, atol=1e-13)
+    assert_allclose(ours.get_precision(), ref.get_precision(), rtol=1e-9, atol=1e-10)
+    assert_allclose(ours.get_precision() @ ours.get_covariance(), np.eye(4), atol=1e-10)
+    density = multivariate_normal(ours.mean_, np.linalg.inv(ours.get_precision()))
+    assert_allclose(ours.score_samples(IRIS[:10]), density.logpdf(IRIS[:10]), rtol=1e-10)
+
+
+def test_get_precision_of_a_singular_model_raises():
+    # 3 samples in 4 dimensions, 3 components: nothing is discarded, so the noise
+    # variance is 0 while a fourth direction exists
+    pca = latentlab.PCA(n_components=3).fit(IRIS[:3])
+    assert pca.noise_variance_ == 0.0
+    with pytest.raises(ValueError, match="singular"):
+        pca.get_precision()
+
+
+@pytest.mark.parametrize("name", ["iris", "wine", "diabetes", "breast_cancer", "planted_rank_3"])
+@pytest.mark.parametrize("solver", ["full", "covariance_eigh"])
+def test_mle_number_of_components_matches_sklearn(name, solver):
+    # issue 15: n_components="mle" (Minka 2000), against scikit-learn's choice
+    from sklearn import datasets
+
+    X = _planted_rank_3() if name == "planted_rank_3" else getattr(datasets, f"load_{name}")().data
+    ours = latentlab.PCA(n_components="mle", svd_solver=solver).fit(X)
+    ref = decomposition.PCA(n_components="mle", svd_solver=solver).fit(X)
+    assert ours.n_components_ == ref.n_components_
+    assert_allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-9)
+    assert_allclose(ours.noise_variance_, ref.noise_variance_, rtol=1e-9)
+    if name == "planted_rank_3":
+        assert ours.n_components_ == 3
+
+
+def test_mle_evidence_matches_a_direct_transcription_of_minka():
+    # an independent, loop-by-loop transcription of Minka (2000) eq. (30) as scikit-learn
+    # writes it, on a spectrum with known ranks
+    from scipy.special import gammaln
+
+    from latentlab.estimators.pca import _laplace_evidence
+
+    spectrum = np.array([9.0, 4.0, 2.5, 1.0, 0.9, 0.8, 0.75])
+    n, d = 50, len(spectrum)
+    for rank in range(1, d):
+        pu = -rank * np.log(2.0)
+        for i in range(1, rank + 1):
+            pu += gammaln((d - i + 1) / 2.0) - np.log(np.pi) * (d - i + 1) / 2.0
+        pl = -np.sum(np.log(spectrum[:rank])) * n / 2.0
+        v = np.sum(spectrum[rank:]) / (d - rank)
+        pv = -np.log(v) * n * (d - rank) / 2.0
+        m = d * rank - rank * (rank + 1.0) / 2.0
+        pp = np.log(2.0 * np.pi) * (m + rank) / 2.0
+        filled = np.r_[spectrum[:rank], [v] * (d - rank)]
+        pa = 0.0
+        for i in range(rank):
+            for j in range(i + 1, d):
+                pa += np.log((spectrum[i] - spectrum[j]) * (1 / filled[j] - 1 / filled[i]))
+                pa += np.log(n)
+        expected = pu + pl + pv + pp - pa / 2.0 - rank * np.log(n) / 2.0
+        assert_allclose(_laplace_evidence(spectrum, rank, n), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("X", "params", "match"),
+    [
+        (IRIS[:3], {"n_components": "mle"}, "n_samples >= n_features"),
+        (IRIS, {"n_components": "mle", "svd_solver": "randomized"}, "full spectrum"),
+        (IRIS, {"n_components": "auto"}, "n_components"),
+    ],
+)
+def test_mle_bad_settings_raise(X, params, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.PCA(**params).fit(X)
+
+
+def test_arpack_solver_matches_sklearn():
+    # issue 15: svd_solver="arpack" (block Lanczos on the scatter operator)
+    rng = np.random.default_rng(0)
+    X = 5 + rng.normal(size=(500, 60)) * 0.9 ** np.arange(60)
+    ours = latentlab.PCA(n_components=3, svd_solver="arpack", random_state=0).fit(X)
+    assert ours.svd_solver_ == "arpack"
+    ref = decomposition.PCA(n_components=3, svd_solver="arpack", random_state=0).fit(X)
+    exact = decomposition.PCA(n_components=3, svd_solver="full").fit(X)
+    for name in ("explained_variance_", "explained_variance_ratio_", "singular_values_"):
+        assert_allclose(getattr(ours, name), getattr(ref, name), rtol=1e-10)
+        assert_allclose(getattr(ours, name), getattr(exact, name), rtol=1e-10)
+    assert_allclose(ours.noise_variance_, ref.noise_variance_, rtol=1e-10)
+    assert_allclose(ours.components_, exact.components_, atol=1e-9)  # same sign rule
+    assert_allclose(ours.transform(X[:20]), exact.transform(X[:20]), atol=1e-9)
+    assert_allclose(ours.score(X), ref.score(X), rtol=1e-10)
+
+
+def test_arpack_on_few_features_is_exact_and_checks_n_components():
+    ours = latentlab.PCA(n_components=2, svd_solver="arpack").fit(IRIS)
+    assert ours.svd_solver_ == "full"  # 4 features: too few for a Krylov basis
+    assert_allclose(ours.explained_variance_ratio_, IRIS_RATIO, atol=5e-9)
+    with pytest.raises(ValueError, match="strictly less"):
+        latentlab.PCA(n_components=4, svd_solver="arpack").fit(IRIS)
+    with pytest.raises(ValueError, match="full spectrum"):
+        latentlab.PCA(n_components="mle", svd_solver="arpack").fit(IRIS)

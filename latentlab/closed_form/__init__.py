@@ -1,7 +1,8 @@
 """Closed-form latent-variable methods as pure ``jax.jit`` functions (JAX only).
 
-``pca``: PCA by full SVD, covariance eigh or randomized SVD, plus the probabilistic-PCA
-score.  ``kernels`` and ``kernel_pca``: kernel PCA with out-of-sample projection and
+``pca``: PCA by full SVD, covariance eigh, randomized SVD or block Lanczos (the
+Lanczos solver is shared with kernel PCA), plus the probabilistic-PCA score.
+``kernels`` and ``kernel_pca``: kernel PCA with out-of-sample projection and
 pre-images.  ``cca``: regularized linear and kernel CCA.  ``whitening``: PCA, ZCA and
 Cholesky whitening.  The scikit-learn style classes live in ``latentlab.estimators``.
 """
@@ -33,6 +34,7 @@ from latentlab.closed_form.pca import (
     pca_covariance_eigh,
     pca_full,
     pca_inverse_transform,
+    pca_lanczos,
     pca_randomized,
     pca_transform,
     ppca_score_samples,
@@ -65,6 +67,7 @@ __all__ = [
     "pca_covariance_eigh",
     "pca_full",
     "pca_inverse_transform",
+    "pca_lanczos",
     "pca_randomized",
     "pca_transform",
     "ppca_score_samples",

@@ -10,6 +10,8 @@ Three ways to the same decomposition of the centred data ``Xc = U S V^T``:
 ``pca_randomized``      Halko, Martinsson & Tropp (2011), Alg. 4.4 + 5.1: a Gaussian
                         sketch, power iterations re-orthonormalised by QR, and an SVD of
                         the small projected matrix; O(n d k).
+``pca_lanczos``         block Lanczos (:func:`block_lanczos_eigh`, shared with kernel
+                        PCA) on the scatter operator, run to a residual tolerance.
 
 All return a :class:`PCADecomposition` with components as rows, signed so that the
 largest-magnitude entry of each component is positive (scikit-learn's convention).
@@ -32,11 +34,14 @@ __all__ = [
     "pca_covariance_eigh",
     "pca_from_scatter",
     "pca_randomized",
+    "pca_lanczos",
     "scatter_about_mean",
     "shifted_gram_is_safe",
     "SHIFTED_GRAM_MAX_RATIO",
     "CENTRING_METHODS",
     "randomized_range_finder",
+    "TopEigh",
+    "block_lanczos_eigh",
     "pca_transform",
     "pca_inverse_transform",
     "ppca_score_samples",
@@ -182,6 +187,144 @@ def randomized_range_finder(matvec, rmatvec, key, n, d, size: int, n_iter: int, 
     return jax.lax.fori_loop(0, n_iter, power_step, Q)
 
 
+class TopEigh(NamedTuple):
+    eigenvalues: jax.Array  # (k,) Ritz values, decreasing
+    eigenvectors: jax.Array  # (n, k) orthonormal Ritz vectors
+    residual: jax.Array  # () max_i ||A v_i - theta_i v_i|| / max(theta_1, tiny)
+    converged: jax.Array  # () bool: residual <= tol
+    n_products: jax.Array  # () number of block products A @ (n, block_size)
+
+
+def block_lanczos_eigh(
+    matmat,
+    n: int,
+    key,
+    *,
+    n_components: int,
+    block_size: int,
+    max_blocks: int,
+    max_products: int,
+    tol,
+    dtype,
+) -> TopEigh:
+    """Largest eigenpairs of a symmetric n x n operator by restarted block Lanczos.
+
+    ``matmat(M) = A M`` for M of shape (n, block_size).  The Krylov basis
+    ``[Q_0, A Q_0, A^2 Q_0, ...]`` (Q_0 a random orthonormal block) is orthonormalised
+    block by block with full reorthogonalisation (classical Gram-Schmidt twice), and its
+    coefficients are the projected matrix ``T = Q^T A Q``, so the Ritz pairs cost no
+    extra product with A.  The residual of Ritz pair i is exact and free too:
+    ``A Q = Q T + Q_next R E^T`` gives ``||A y_i - theta_i y_i|| = ||R s_i[last block]||``.
+
+    After every block the top ``n_components`` Ritz pairs are checked: the iteration
+    stops when every residual is at most ``tol * theta_1``.  A full basis
+    (``max_blocks`` blocks) is thick-restarted from its best Ritz vectors (half the
+    basis) and the newest block; after
+    ``max_products`` block products it stops with ``converged=False`` (the caller then
+    falls back to a dense solver).  Residual ``r`` bounds each eigenvalue's error by
+    ``r`` (Bauer-Fike) and, away from clusters, by ``r^2 / gap`` (Kato-Temple).
+
+    A Krylov space that A exhausts (rank below the basis size) continues in directions
+    made of round-off, orthogonalised like any other (and coupled to the basis at
+    round-off level), so low-rank operators are handled too.
+    """
+    b, m, k = block_size, max_blocks, n_components
+    dim = b * m
+    kept = b * max(1, m // 2)  # Ritz vectors kept at a restart: half the basis
+    Q0, _ = jnp.linalg.qr(jax.random.normal(key, (n, b), dtype=dtype))
+    active = jnp.arange(dim) // b  # block index of every basis column
+    blocks = jnp.arange(dim).reshape(m, b)
+
+    def ritz(T, j):
+        # Ritz pairs of the leading (j + 1) blocks; the inactive rest of T is pushed
+        # below every real Ritz value so that it never enters the top k
+        on = active <= j
+        scale = jnp.sum(jnp.abs(T)) + 1.0
+        Tm = jnp.where(on[:, None] & on[None, :], T, 0.0) - jnp.diag(jnp.where(on, 0.0, scale))
+        return eigh_descending(Tm)
+
+    def start(Q0):
+        Q = jnp.zeros((n, dim), dtype).at[:, :b].set(Q0)
+        return Q, jnp.zeros((dim, dim), dtype)
+
+    def body(state):
+        Q, T, j, products, *_ = state
+        Qj = jax.lax.dynamic_slice_in_dim(Q, j * b, b, axis=1)
+        W = matmat(Qj)
+        C = Q.T @ W  # zeros for the blocks not yet filled
+        Z = W - Q @ C
+        C2 = Q.T @ Z  # the second pass ("twice is enough")
+        Z = Z - Q @ C2
+        C = C + C2
+        Qn, R = jnp.linalg.qr(Z)
+        # Z's directions far below ||W|| (A exhausting the Krylov space) come out of
+        # the QR amplified together with their round-off inside the basis; one more
+        # pass on the unit columns of Qn makes them orthogonal to it again, and the
+        # removed part (A's couplings at round-off level) is kept in T.  Only needed
+        # (and paid for) when R's diagonal spans more than 1e4.
+        diagonal = jnp.abs(jnp.diag(R))
+
+        def third_pass(operands):
+            Qn, R, C = operands
+            D = Q.T @ Qn
+            Qn, R2 = jnp.linalg.qr(Qn - Q @ D)
+            return Qn, R2 @ R, C + D @ R
+
+        Qn, R, C = jax.lax.cond(
+            jnp.min(diagonal) < 1e-4 * jnp.max(diagonal),
+            third_pass,
+            lambda operands: operands,
+            (Qn, R, C),
+        )
+        T = jax.lax.dynamic_update_slice_in_dim(T, C, j * b, axis=1)
+        T = jax.lax.dynamic_update_slice_in_dim(T, C.T, j * b, axis=0)
+        theta, S = ritz(T, j)
+        last = jnp.take(S, blocks[j], axis=0)  # (b, dim): rows of the newest block
+        residuals = jnp.linalg.norm(R @ last[:, :k], axis=0)
+        residual = jnp.max(residuals) / jnp.maximum(theta[0], jnp.finfo(dtype).tiny)
+        full = j + 1 == m
+
+        def extend(_):
+            # (T's couplings of the new block are written by the next step, from
+            # Q^T A Q_next, which equals R^T up to round-off)
+            Q2 = jax.lax.dynamic_update_slice_in_dim(Q, Qn, (j + 1) * b, axis=1)
+            return Q2, T, j + 1
+
+        def restart(_):
+            # thick restart (Wu & Simon 2000): keep the best `kept` Ritz vectors Y, for
+            # which A Y = Y Theta + Qn (R S_last), and continue the Krylov space from Qn
+            Y = Q @ S[:, :kept]
+            B = R @ last[:, :kept]  # (b, kept) couplings of Qn with Y
+            Q2 = jnp.zeros_like(Q).at[:, :kept].set(Y).at[:, kept : kept + b].set(Qn)
+            T2 = jnp.zeros_like(T).at[:kept, :kept].set(jnp.diag(theta[:kept]))
+            T2 = T2.at[kept : kept + b, :kept].set(B).at[:kept, kept : kept + b].set(B.T)
+            return Q2, T2, jnp.asarray(kept // b, j.dtype)
+
+        Qnext, Tnext, jnext = jax.lax.cond(full, restart, extend, None)
+        products = products + 1
+        last_step = (residual <= tol) | (products >= max_products)
+        # the Ritz vectors are only needed once, at the end
+        Y = jax.lax.cond(last_step, lambda _: Q @ S[:, :k], lambda _: state[5], None)
+        return Qnext, Tnext, jnext, products, theta[:k], Y, residual
+
+    def not_done(state):
+        *_, products, _, _, residual = state
+        return (residual > tol) & (products < max_products)
+
+    Q, T = start(Q0)
+    init = (
+        Q,
+        T,
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((k,), dtype),
+        jnp.zeros((n, k), dtype),
+        jnp.asarray(jnp.inf, dtype),
+    )
+    *_, products, theta, Y, residual = jax.lax.while_loop(not_done, body, init)
+    return TopEigh(theta, Y, residual, residual <= tol, products)
+
+
 @partial(jax.jit, static_argnames=("n_components", "n_oversamples", "n_iter"))
 def pca_randomized(
     X, key, *, n_components: int, n_oversamples: int = 10, n_iter: int = 4
@@ -202,6 +345,38 @@ def pca_randomized(
     s = jnp.linalg.norm(Xc @ V.T, axis=0)
     order = jnp.argsort(-s)
     return _decomposition(mean, V[order], s[order], total_variance, n)
+
+
+@partial(jax.jit, static_argnames=("n_components", "block_size", "max_blocks", "max_products"))
+def pca_lanczos(
+    X, key, tol, *, n_components: int, block_size: int, max_blocks: int, max_products: int
+):
+    """PCA by block Lanczos (:func:`block_lanczos_eigh`) on the scatter operator
+    ``M -> Xc^T (Xc M)``, without forming the d x d scatter: the top ``n_components``.
+
+    Returns ``(PCADecomposition, converged)``; not converged (residuals above ``tol``
+    times the largest eigenvalue after ``max_products`` products) means the caller
+    should use an exact solver.  Singular values are ``||Xc v||`` of the returned axes
+    (Rayleigh-Ritz values, as :func:`pca_randomized`).
+    """
+    n, d = X.shape
+    mean, Xc = _centre(X)
+    total_variance = jnp.sum(Xc * Xc) / (n - 1)
+    top = block_lanczos_eigh(
+        lambda M: Xc.T @ (Xc @ M),
+        d,
+        key,
+        n_components=n_components,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        max_products=max_products,
+        tol=tol,
+        dtype=X.dtype,
+    )
+    V = top.eigenvectors.T
+    s = jnp.linalg.norm(Xc @ top.eigenvectors, axis=0)
+    order = jnp.argsort(-s)
+    return _decomposition(mean, V[order], s[order], total_variance, n), top.converged
 
 
 @jax.jit

@@ -73,6 +73,7 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
         X = check_data(self, X, reset=reset, allow_nan=False, min_samples=3 if reset else 1)
         check_dense_numeric(Y, "Y")
         Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
+        y_ndim = Y.ndim
         if Y.ndim == 1:
             Y = Y[:, None]
         if Y.ndim != 2:
@@ -85,6 +86,7 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
             )
         if reset:
             self.n_features_y_ = Y.shape[1]
+            self.y_ndim_ = int(y_ndim)
         elif Y.shape[1] != self.n_features_y_:
             raise ValueError(
                 f"Y has {Y.shape[1]} features, but {name} was fitted with "
@@ -118,9 +120,9 @@ class CCA(_TwoViewTransformer):
 
     Parameters
     ----------
-    n_components : int or None, default=None
+    n_components : int or None, default=2
         Number of canonical pairs, ``1 <= n_components <= min(n_features_x,
-        n_features_y)``; None takes that maximum.
+        n_features_y)``; None takes that maximum.  The default is scikit-learn's.
     reg : float or (float, float), default=0.0
         Ridge added to the (scaled) covariance of each view, ``>= 0``.  Unregularized
         CCA is degenerate when ``n_features_x + n_features_y >= n_samples - 1`` (some
@@ -146,6 +148,13 @@ class CCA(_TwoViewTransformer):
         ``reg=0`` and ``scale=True``, the correlations of variables with canonical
         variates (structure coefficients).
     x_mean_, y_mean_, x_std_, y_std_ : ndarray
+    coef_ : ndarray (n_features_y, n_features_x)
+        :meth:`predict` is ``(X - x_mean_) @ coef_.T + intercept_``: scikit-learn's CCA
+        regression of Y through the canonical variates (see :meth:`predict`).
+    intercept_ : ndarray (n_features_y,)
+        ``y_mean_``.
+    y_ndim_ : int
+        1 when Y was one-dimensional at fit (then :meth:`predict` returns 1-D).
     n_components_, n_features_in_, n_features_y_ : int
 
     Examples
@@ -156,7 +165,7 @@ class CCA(_TwoViewTransformer):
     >>> x_scores, y_scores = latentlab.CCA(n_components=2).fit(X, Y).transform(X, Y)
     """
 
-    def __init__(self, n_components=None, *, reg=0.0, scale=True, dtype="float64"):
+    def __init__(self, n_components=2, *, reg=0.0, scale=True, dtype="float64"):
         self.n_components = n_components
         self.reg = reg
         self.scale = scale
@@ -210,7 +219,48 @@ class CCA(_TwoViewTransformer):
         self.y_loadings_ = fit.y_loadings[:, :K].copy()
         self.correlations_ = fit.correlations[:K].copy()
         self.regularized_correlations_ = fit.singular_values[:K].copy()
+        self.coef_ = self._regression_coef()
+        self.intercept_ = self.y_mean_.copy()
         return self
+
+    def _regression_coef(self):
+        """scikit-learn's ``coef_`` (n_features_y, n_features_x) from the exact solution.
+
+        scikit-learn's CCA finds pair k on views deflated by the earlier scores, with
+        unit weight vectors w_k, c_k there, and predicts ``sum_k t_k q_k^T``: x scores
+        ``t_k = Xs w_k`` times the regression ``q_k`` of Ys on its y scores ``s_k =
+        Ys c_k``.  For exact canonical weights u_k (any scale), the minimum-norm w_k
+        of the deflated view is u_k minus its projection on u_1..u_{k-1}, so
+        ``t_k = Xs u_k / alpha_k`` with ``alpha_k = |R_kk|`` of ``QR(U)``; likewise
+        ``s_k = Ys v_k / beta_k``.  With our loadings ``l_k`` (regression of Ys on Ys
+        v_k), ``q_k = beta_k l_k``, so on the scaled views ``coef = U diag(beta /
+        alpha) L^T``, then unscaled as scikit-learn does.
+        """
+        alpha = np.abs(np.diag(np.linalg.qr(self.x_weights_)[1]))
+        beta = np.abs(np.diag(np.linalg.qr(self.y_weights_)[1]))
+        coef = (self.x_weights_ * (beta / alpha)) @ self.y_loadings_.T  # (p, q), scaled
+        return np.ascontiguousarray((coef * self.y_std_).T / self.x_std_)
+
+    def predict(self, X):
+        """Predict Y from X: ``(X - x_mean_) @ coef_.T + intercept_``.
+
+        As scikit-learn's ``CCA.predict``: each canonical x variate times the
+        regression of Y on its paired y variate, summed over the ``n_components_``
+        pairs (so it is not in general the least-squares regression of Y on X).  With
+        ``reg > 0``, the same formula on the regularized directions.  Returns
+        (n_samples,) when Y was 1-D at fit, else (n_samples, n_features_y).
+        """
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        Y = (X - self.x_mean_) @ self.coef_.T + self.intercept_
+        return Y[:, 0].copy() if self.y_ndim_ == 1 else Y  # owns its data
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of :meth:`predict` (averaged uniformly over
+        the Y columns), as scikit-learn's regressors."""
+        from sklearn.metrics import r2_score
+
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
 
     def _scores_x(self, X):
         # centred in float64 on the host, before any cast to float32
@@ -235,6 +285,8 @@ class CCA(_TwoViewTransformer):
             "y_loadings_": (q, k),
             "correlations_": (k,),
             "regularized_correlations_": (k,),
+            "coef_": (q, p),
+            "intercept_": (q,),
         }
         _check_shapes(self, expected)
         if not (np.all(self.x_std_ > 0) and np.all(self.y_std_ > 0)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,41 @@ from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 
 __all__ = ["KernelPCA", "resolve_kernel", "kernel_offset"]
 
-EIGEN_SOLVERS = ("auto", "dense", "randomized")
+EIGEN_SOLVERS = ("auto", "dense", "lanczos", "arpack", "randomized")
+
+# Block Lanczos settings, measured single-threaded on rbf kernels (n = 3000 with
+# n_components = 10 against blocks of 10-30 and bases of 8-24 blocks; n = 2000 with
+# n_components = 2-150): blocks of n_components + 6 vectors, between 8 and
+# LANCZOS_MAX_BLOCK (a product K @ M with a few columns costs about what one column
+# does, as K is read from memory either way; wider blocks cost flops without saving
+# products), and a basis of at least 10 blocks and twice n_components + block (a thick
+# restart keeps half of it), at most LANCZOS_MAX_BASIS columns (a larger one makes the
+# Ritz step of every iteration dearer).  "auto" takes it when n_samples >
+# LANCZOS_MIN_SAMPLES and the basis fits in n_samples columns.
+LANCZOS_MAX_BLOCK = 16
+LANCZOS_MIN_BLOCKS = 10
+LANCZOS_MAX_BASIS = 400
+LANCZOS_MIN_SAMPLES = 500
+
+
+def lanczos_settings(n, n_components, dtype):
+    """(block_size, max_blocks, max_products, tol) of the block Lanczos solver for the
+    top ``n_components`` eigenpairs of an n x n symmetric operator (a centred kernel
+    here, a scatter matrix for ``PCA(svd_solver="arpack")``), or None when n is too
+    small for its Krylov basis (dense eigh is then cheap and exact).
+
+    ``tol`` bounds every residual ``||A v - theta v||`` relative to the largest
+    eigenvalue: 1e-11 in float64 gives eigenvalues to ~1e-14 relative and leaves
+    room above the round-off floor (~1e-14); float32 gets 1000 eps.
+    """
+    block = max(8, min(n_components + 6, LANCZOS_MAX_BLOCK))
+    blocks = max(LANCZOS_MIN_BLOCKS, 2 * -(-(n_components + block) // block))
+    blocks = min(blocks, LANCZOS_MAX_BASIS // block, n // block)
+    if blocks < 4 or block * (blocks // 2) <= n_components:
+        return None
+    tol = max(1e-11, 1e3 * float(np.finfo(dtype).eps))
+    return block, blocks, max(30, n // 20), tol
+
 
 # Kernels whose *centred* Gram matrix (and consistently centred test kernel) does not
 # change when every point is shifted by the same vector: rbf depends on differences
@@ -28,14 +63,26 @@ EIGEN_SOLVERS = ("auto", "dense", "randomized")
 SHIFT_INVARIANT_KERNELS = ("linear", "rbf")
 
 
-def resolve_kernel(kernel, gamma, degree, coef0, n_features, name="kernel"):
+def precomputed_kernel(A, B):
+    """The "kernel" of ``kernel="precomputed"``: the input rows already are kernel rows
+    (``A`` is ``k(X_new, X_fit)``), so the Gram matrix is A itself."""
+    return A
+
+
+def resolve_kernel(
+    kernel, gamma, degree, coef0, n_features, name="kernel", allow_precomputed=False
+):
     """Check kernel settings; return (kernel for the jit'd functions, KernelParams, degree).
 
     ``kernel`` is a built-in name or a jit-compatible callable ``k(A, B)`` mapping arrays
-    of shape (n, d) and (m, d) to an (n, m) Gram matrix.  ``gamma=None`` means
-    ``1 / n_features``, as in scikit-learn.
+    of shape (n, d) and (m, d) to an (n, m) Gram matrix; with ``allow_precomputed``
+    also ``"precomputed"`` (the input is the kernel matrix:
+    :func:`precomputed_kernel`).  ``gamma=None`` means ``1 / n_features``, as in
+    scikit-learn.
     """
-    if callable(kernel):
+    if allow_precomputed and isinstance(kernel, str) and kernel == "precomputed":
+        kernel = precomputed_kernel
+    elif callable(kernel):
         probe_a = jax.ShapeDtypeStruct((3, n_features), jnp.float64)
         probe_b = jax.ShapeDtypeStruct((2, n_features), jnp.float64)
         try:
@@ -57,8 +104,9 @@ def resolve_kernel(kernel, gamma, degree, coef0, n_features, name="kernel"):
             )
     elif not isinstance(kernel, str) or kernel not in KERNELS:
         raise ValueError(
-            f"Unknown {name}={kernel!r}; expected one of {sorted(KERNELS)} or a callable "
-            "k(A, B) -> (n, m) Gram matrix"
+            f"Unknown {name}={kernel!r}; expected one of "
+            f"{sorted(KERNELS) + (['precomputed'] if allow_precomputed else [])} or a "
+            "callable k(A, B) -> (n, m) Gram matrix"
         )
     if gamma is None:
         gamma = 1.0 / n_features
@@ -106,9 +154,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         Number of components, ``1 <= n_components <= n_samples``; None keeps every
         component with a non-zero eigenvalue.  Components beyond the numerical rank of
         the centred kernel are dropped with a warning.
-    kernel : {"linear", "rbf", "poly", "sigmoid", "cosine"} or callable, default="linear"
+    kernel : {"linear", "rbf", "poly", "sigmoid", "cosine", "precomputed"} or callable, \
+default="linear"
         A callable ``k(A, B)`` must map arrays (n, d), (m, d) to the (n, m) Gram matrix
-        and be traceable by ``jax.jit``.
+        and be traceable by ``jax.jit``.  ``"precomputed"``: ``fit`` takes the (n, n)
+        training kernel matrix and ``transform`` the (m, n) kernel between new and
+        training points (as scikit-learn); pre-images are then unavailable
+        (``fit_inverse_transform=True`` is refused).
     gamma : float or None, default=None
         For rbf, poly and sigmoid; None means ``1 / n_features``.
     degree : int, default=3
@@ -120,8 +172,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         :meth:`inverse_transform`).
     alpha : float, default=1.0
         Ridge penalty of the pre-image regression, ``>= 0``.
-    eigen_solver : {"auto", "dense", "randomized"}, default="auto"
-        ``"auto"``: randomized when ``n_samples > 200`` and ``n_components < 10``.
+    eigen_solver : {"auto", "dense", "lanczos", "arpack", "randomized"}, default="auto"
+        ``"dense"``: full eigh.  ``"lanczos"`` (``"arpack"`` is scikit-learn's name for
+        its Lanczos solver and means the same here): block Lanczos with full
+        reorthogonalisation, run until every residual ``||K v - lambda v||`` is at most
+        1e-11 of the largest eigenvalue (eigenvalues then agree with dense eigh to
+        ~1e-14 relative), falling back to dense eigh if it does not get there (and
+        when the Krylov basis would not fit: n_samples below about 2 n_components +
+        32, or n_components > ~190).  ``"randomized"``: a fixed number of power iterations
+        (fast, but inexact on flat spectra).  ``"auto"``: lanczos when ``n_samples >
+        500`` and ``n_components`` is given and small enough, else dense.
     n_oversamples : int, default=10
     iterated_power : int or "auto", default="auto"
         Power iterations of the randomized solver ("auto": 7 if ``n_components <
@@ -136,6 +196,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
     eigenvectors_ : ndarray (n_samples, n_components_)
         Unit eigenvectors; the largest-magnitude entry of each is positive.
     X_fit_ : ndarray (n_samples, n_features)
+        A copy of the training data (the training kernel matrix for
+        ``kernel="precomputed"``).
     X_offset_ : ndarray (n_features,)
         Subtracted from every sample (in float64, before any cast to float32) before the
         kernel is evaluated: the training mean for the shift-invariant kernels
@@ -147,6 +209,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
     kernel_grand_mean_ : float
         Mean of the training Gram matrix.
     gamma_ : float
+    solver_ : str
+        The eigensolver actually used ("dense" after a fallback).
     dual_coef_, X_transformed_fit_ : ndarray
         Pre-image regression (only with ``fit_inverse_transform=True``).
     n_components_, n_features_in_ : int
@@ -196,7 +260,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         only) transforms exactly as the fitted one.
         """
         kernel, params, degree = resolve_kernel(
-            self.kernel, self.gamma_, self.degree, self.coef0, self.n_features_in_
+            self.kernel,
+            self.gamma_,
+            self.degree,
+            self.coef0,
+            self.n_features_in_,
+            allow_precomputed=True,
         )
         return params, {"kernel": kernel, "degree": degree}
 
@@ -234,15 +303,31 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
     def _fit(self, X):
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n, d = X.shape
-        kernel, params, degree = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0, d)
+        kernel, params, degree = resolve_kernel(
+            self.kernel, self.gamma, self.degree, self.coef0, d, allow_precomputed=True
+        )
+        if kernel is precomputed_kernel:
+            if n != d:
+                raise ValueError(
+                    "kernel='precomputed' needs the square (n_samples, n_samples) training "
+                    f"kernel matrix, got shape {X.shape}"
+                )
+            if self.fit_inverse_transform:
+                raise ValueError(
+                    "fit_inverse_transform=True is not available with kernel='precomputed': "
+                    "the pre-image regression needs the data, not only their kernel"
+                )
         K = n if self.n_components is None else self.n_components
         K = check_n_components(K, 1, n, "n_samples")
         check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
         if not isinstance(self.alpha, numbers.Real) or not self.alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
-        solver = self.eigen_solver
+        solver = "lanczos" if self.eigen_solver == "arpack" else self.eigen_solver
+        lanczos = lanczos_settings(n, K, np.float32 if self.dtype == "float32" else np.float64)
         if solver == "auto":
-            solver = "randomized" if n > 200 and K < 10 else "dense"
+            solver = "lanczos" if n > LANCZOS_MIN_SAMPLES and lanczos is not None else "dense"
+        if solver == "lanczos" and lanczos is None:
+            solver = "dense"
         power = self.iterated_power
         if power == "auto":
             power = 7 if K < 0.1 * n else 4
@@ -255,19 +340,32 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
             Xj = to_device(X - offset)
             if callable(kernel):
                 check_gram(jax.eval_shape(kernel, Xj, Xj), n, n)
-            result = call(
+            fit = partial(
+                call,
                 cf.fit_kernel_pca,
                 n * n,
                 Xj,
                 params,
                 jax_key(self.random_state),
-                n_components=K if solver == "randomized" else None,
-                solver=solver,
                 n_oversamples=int(self.n_oversamples),
                 n_iter=int(power),
                 kernel=kernel,
                 degree=degree,
             )
+            if solver == "lanczos":
+                block, blocks, products, tol = lanczos
+                result = fit(
+                    n_components=K,
+                    solver=solver,
+                    block_size=block,
+                    max_blocks=blocks,
+                    max_products=products,
+                    tol=tol,
+                )
+                if not bool(result.converged):  # rare: an exact answer the slow way
+                    solver = "dense"
+            if solver != "lanczos":
+                result = fit(n_components=K if solver == "randomized" else None, solver=solver)
             eigenvalues = to_numpy(result.eigenvalues)[:K]
             eigenvectors = to_numpy(result.eigenvectors)[:, :K]
             tolerance = float(result.rank_tolerance)
@@ -324,7 +422,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         return self.n_components_
 
     def transform(self, X):
-        """Project new points (n_samples, n_features) with the consistently centred kernel."""
+        """Project new points (n_samples, n_features) with the consistently centred kernel.
+
+        With ``kernel="precomputed"``, X is the kernel between the new and the training
+        points, shape (n_samples, n_training_samples).
+        """
         check_is_fitted(self)
         X = check_data(self, X, reset=False, allow_nan=False)
         params, kernel_args = self._kernel()
@@ -349,6 +451,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         """Approximate pre-images of projections (n_samples, n_components_), by the
         kernel ridge map learnt at fit time (``fit_inverse_transform=True``)."""
         check_is_fitted(self)
+        if self.kernel == "precomputed":
+            raise NotFittedError(
+                "inverse_transform is not available with kernel='precomputed': pre-images "
+                "need the training data, which a precomputed kernel does not give"
+            )
         if not self.fit_inverse_transform:
             raise NotFittedError(
                 "inverse_transform needs fit_inverse_transform=True when the model is fitted"

@@ -6,6 +6,7 @@ import numbers
 
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import gammaln
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -13,11 +14,12 @@ from latentlab._validation import check_data, check_n_components, check_option
 from latentlab.closed_form import pca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.kernel_pca import lanczos_settings
 from latentlab.inference.summaries import scatter_about_mean
 
-__all__ = ["PCA"]
+__all__ = ["PCA", "mle_dimension"]
 
-SOLVERS = ("auto", "full", "covariance_eigh", "randomized")
+SOLVERS = ("auto", "full", "covariance_eigh", "randomized", "arpack")
 
 
 def _is_fraction(n_components) -> bool:
@@ -28,6 +30,64 @@ def _is_fraction(n_components) -> bool:
     )
 
 
+def _laplace_evidence(spectrum, rank, n_samples):
+    """Minka's (2000) Laplace approximation to log p(X | rank) for probabilistic PCA.
+
+    ``spectrum``: all ``d`` eigenvalues of the sample covariance, decreasing.  The
+    terms, in the order of Minka's eq. (30) and as scikit-learn computes them: the
+    uniform prior over the Stiefel manifold (``p(U)``), the kept eigenvalues, the noise
+    variance ``v`` (mean of the discarded ones, floored at 1e-15), the volume of the
+    parameter space, and the determinant of the Hessian, in which discarded
+    eigenvalues are replaced by ``v`` in the ``1 / lambda`` factor.
+    """
+    d = len(spectrum)
+    eps = 1e-15
+    if spectrum[rank - 1] < eps:
+        return -np.inf
+    i = np.arange(1, rank + 1)
+    log_prior = -rank * np.log(2.0) + np.sum(
+        gammaln((d - i + 1) / 2.0) - np.log(np.pi) * (d - i + 1) / 2.0
+    )
+    log_kept = -np.sum(np.log(spectrum[:rank])) * n_samples / 2.0
+    v = max(eps, float(np.sum(spectrum[rank:])) / (d - rank))
+    log_noise = -np.log(v) * n_samples * (d - rank) / 2.0
+    m = d * rank - rank * (rank + 1.0) / 2.0
+    log_volume = np.log(2.0 * np.pi) * (m + rank) / 2.0
+    inverse = 1.0 / np.where(np.arange(d) < rank, spectrum, v)
+    top = spectrum[:rank, None]
+    pairs = np.arange(d)[None, :] > np.arange(rank)[:, None]  # i < rank, j > i
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.log((top - spectrum[None, :]) * (inverse[None, :] - 1.0 / top))
+    log_hessian = np.sum(np.where(pairs, terms + np.log(n_samples), 0.0))
+    return (
+        log_prior
+        + log_kept
+        + log_noise
+        + log_volume
+        - log_hessian / 2.0
+        - rank * np.log(n_samples) / 2.0
+    )
+
+
+def mle_dimension(spectrum, n_samples) -> int:
+    """The number of components that maximises Minka's (2000) Laplace evidence.
+
+    ``spectrum``: the ddof=1 eigenvalues of the sample covariance (PCA's full
+    ``explained_variance_``), decreasing.  Ranks 1 .. len(spectrum) - 1 are compared
+    (scikit-learn's ``n_components="mle"``); NaN evidences (ties in the spectrum) lose.
+    Where every rank has evidence -inf (a spectrum of zeros), scikit-learn returns 0;
+    this returns 1, as a PCA keeps at least one component.
+    """
+    spectrum = np.asarray(spectrum, dtype=np.float64)
+    evidence = np.array(
+        [_laplace_evidence(spectrum, r, n_samples) for r in range(1, len(spectrum))]
+    )
+    evidence = np.where(np.isnan(evidence), -np.inf, evidence)
+    if not len(evidence) or np.all(evidence == -np.inf):
+        return 1
+    return int(np.argmax(evidence)) + 1
+
+
 class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
     """Principal component analysis, computed by jit-compiled JAX in float64.
 
@@ -36,21 +96,31 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
 
     Parameters
     ----------
-    n_components : int, float in (0, 1) or None, default=None
+    n_components : int, float in (0, 1), "mle" or None, default=None
         An int keeps that many components (``1 <= n_components <= min(n_samples,
         n_features)``); a float in (0, 1) keeps the fewest components whose explained
-        variance ratio exceeds it (needs the full spectrum, so not with
-        ``svd_solver="randomized"``); None keeps ``min(n_samples, n_features)``.
+        variance ratio exceeds it; ``"mle"`` chooses the number by Minka's (2000)
+        Laplace approximation to the evidence of probabilistic PCA, as scikit-learn
+        (:func:`mle_dimension`; needs ``n_samples >= n_features``).  Both need the full
+        spectrum, so not ``svd_solver="randomized"``.  None keeps ``min(n_samples,
+        n_features)``.
     whiten : bool, default=False
         Scale the projections to unit variance (``transform`` divides by
         ``sqrt(explained_variance_)``; ``inverse_transform`` undoes it).
-    svd_solver : {"auto", "full", "covariance_eigh", "randomized"}, default="auto"
+    svd_solver : {"auto", "full", "covariance_eigh", "randomized", "arpack"}, \
+default="auto"
         ``"full"``: thin SVD of the centred data.  ``"covariance_eigh"``: eigh of the
         d x d scatter matrix, fastest when n_samples >> n_features.  ``"randomized"``:
         Halko-Martinsson-Tropp randomized SVD.  ``"auto"`` follows scikit-learn:
         covariance_eigh when ``n_features <= 1000`` and ``n_samples >= 10 n_features``,
         else full for small problems or fractional ``n_components``, else randomized
         when ``n_components < 0.8 min(n_samples, n_features)``, else full.
+        ``"arpack"``: block Lanczos on the scatter operator ``M -> Xc^T Xc M`` (the
+        scatter is never formed), run until every residual is at most 1e-11 of the
+        largest eigenvalue, for ``n_components < min(n_samples, n_features)`` as in
+        scikit-learn; the exact full SVD is used instead (``svd_solver_ = "full"``)
+        where n_features is too small for a Krylov basis (below about 2 n_components
+        + 32) or the iteration does not converge.
     n_oversamples : int, default=10
         Extra sketch columns for the randomized solver.
     iterated_power : int or "auto", default="auto"
@@ -120,7 +190,18 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         """(solver, n_components or None for a fraction) after checking the settings."""
         check_option("svd_solver", self.svd_solver, SOLVERS)
         high = min(n_samples, n_features)
-        fraction = _is_fraction(self.n_components)
+        mle = isinstance(self.n_components, str) and self.n_components == "mle"
+        fraction = _is_fraction(self.n_components) or mle
+        if mle and n_samples < n_features:
+            raise ValueError(
+                f"n_components='mle' needs n_samples >= n_features, got {n_samples} samples "
+                f"and {n_features} features"
+            )
+        if isinstance(self.n_components, str) and not mle:
+            raise ValueError(
+                f"n_components={self.n_components!r} is not valid: use an int, a float in "
+                "(0, 1), 'mle' or None"
+            )
         if self.n_components is None:
             K = high
         elif fraction:
@@ -145,11 +226,24 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
                 solver = "randomized"
             else:
                 solver = "full"
+        if solver == "arpack":
+            if fraction:
+                raise ValueError(
+                    f"n_components={self.n_components!r} (a fraction of variance or 'mle') "
+                    "needs the full spectrum; use svd_solver='full' or 'covariance_eigh', "
+                    "not 'arpack'"
+                )
+            if K >= high:
+                raise ValueError(
+                    f"n_components={K} must be strictly less than min(n_samples, "
+                    f"n_features)={high} with svd_solver='arpack'"
+                )
         if solver == "randomized":
             if fraction:
                 raise ValueError(
-                    "n_components as a fraction of variance needs the full spectrum; use "
-                    "svd_solver='full' or 'covariance_eigh', not 'randomized'"
+                    f"n_components={self.n_components!r} (a fraction of variance or 'mle') "
+                    "needs the full spectrum; use svd_solver='full' or 'covariance_eigh', "
+                    "not 'randomized'"
                 )
             for name in ("n_oversamples",):
                 value = getattr(self, name)
@@ -184,7 +278,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         shift = np.zeros(d) if scatter_path else X.mean(axis=0)
         Xc = X if scatter_path else X - shift
         with self._precision():
-            if scatter_path:
+            result = self._fit_lanczos(Xc, K) if solver == "arpack" else None
+            if solver == "arpack" and result is None:
+                solver = "full"  # exact, and cheap where n_features is too small for Krylov
+            if result is not None:
+                pass
+            elif scatter_path:
                 mean, scatter = scatter_about_mean(X)  # NumPy: see its docstring
                 result = call(
                     cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n
@@ -212,11 +311,13 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
             variance = to_numpy(result.explained_variance)[:high]
             total_variance = float(result.total_variance)
         ratio = variance / total_variance if total_variance > 0 else np.zeros_like(variance)
-        if K is None:  # scikit-learn's rule: fewest components whose ratio exceeds it
+        if isinstance(self.n_components, str):  # "mle"
+            K = mle_dimension(variance, n)
+        elif K is None:  # scikit-learn's rule: fewest components whose ratio exceeds it
             K = min(
                 int(np.searchsorted(np.cumsum(ratio), self.n_components, side="right")) + 1, high
             )
-        if solver == "randomized":
+        if solver in ("randomized", "arpack"):
             kept = float(variance[:K].sum())
             self.noise_variance_ = (total_variance - kept) / (high - K) if K < high else 0.0
         else:
@@ -231,6 +332,26 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         self.explained_variance_ = variance[:K].copy()
         self.explained_variance_ratio_ = ratio[:K].copy()
         return X
+
+    def _fit_lanczos(self, Xc, K):
+        """The block Lanczos decomposition of centred X, or None where n_features is too
+        small for its Krylov basis or it did not converge (the caller then goes exact)."""
+        settings = lanczos_settings(Xc.shape[1], K, np.dtype(self.dtype))
+        if settings is None:
+            return None
+        block, blocks, products, tol = settings
+        result, converged = call(
+            cf.pca_lanczos,
+            Xc.size,
+            to_device(Xc),
+            jax_key(self.random_state),
+            tol,
+            n_components=K,
+            block_size=block,
+            max_blocks=blocks,
+            max_products=products,
+        )
+        return result if bool(converged) else None
 
     # -- projections --------------------------------------------------------------------
 
@@ -296,10 +417,27 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         cov[np.diag_indices_from(cov)] += self.noise_variance_
         return cov
 
-    def score_samples(self, X) -> np.ndarray:
-        """Log-likelihood of each row under the probabilistic PCA model (n_samples,)."""
+    def get_precision(self) -> np.ndarray:
+        """Inverse of :meth:`get_covariance` (n_features, n_features), by Woodbury.
+
+        With orthonormal components V the inverse is exact and needs no d x d solve:
+        ``V^T diag(1 / max(var, s2) - 1 / s2) V + I / s2`` (``V^T diag(1 / var) V``
+        when every direction is kept and s2 = 0).  This is the precision
+        :meth:`score_samples` uses.  Raises ValueError when the covariance is singular.
+        """
         check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
+        self._check_nonsingular()
+        s2 = self.noise_variance_
+        variance = np.maximum(self.explained_variance_, s2)
+        V = self.components_
+        if s2 > 0:
+            precision = (V.T * (1.0 / variance - 1.0 / s2)) @ V
+            precision[np.diag_indices_from(precision)] += 1.0 / s2
+        else:  # n_components_ == n_features (checked above): V is square
+            precision = (V.T / variance) @ V
+        return 0.5 * (precision + precision.T)
+
+    def _check_nonsingular(self):
         d, K = self.n_features_in_, self.n_components_
         if (self.noise_variance_ <= 0 and K < d) or np.any(self.explained_variance_ <= 0):
             raise ValueError(
@@ -307,6 +445,12 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
                 "or the noise has zero variance), so its likelihood is undefined; fit with "
                 "fewer components"
             )
+
+    def score_samples(self, X) -> np.ndarray:
+        """Log-likelihood of each row under the probabilistic PCA model (n_samples,)."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        self._check_nonsingular()
         Xc, zero = self._centred(X)
         with self._precision():
             return to_numpy(
