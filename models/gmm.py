@@ -78,6 +78,11 @@ class Hyper(NamedTuple):
     # Per feature because the estimator fits in standardised units, where an absolute
     # floor in the data's units becomes reg_covar / s_j^2 for feature j.
     reg_covar: jax.Array
+    # (K,) bool, or None for all: components that take part.  The others are padding
+    # (one compiled program serves several n_components): their weight stays exactly
+    # 0, so their responsibilities are exactly 0 (log 0 = -inf) and their means and
+    # covariances never move -- a fixed point of EM that leaves the rest unchanged.
+    active: jax.Array | None = None
 
 
 class GMMData(NamedTuple):
@@ -284,6 +289,11 @@ def _responsibilities(log_density, weights, row_mask):
     return resp, jnp.sum(jnp.where(row_mask > 0, row_loglik, 0.0))
 
 
+# The chunk statistics and the M-step are jitted functions of their own: called
+# inside the EM program (several times: the starts, each SQUAREM sub-step, the
+# carries' shapes) they are traced and lowered once and reused, which halves the
+# time a fresh process spends before the first fit; the compiled numbers are the same.
+@partial(jax.jit, static_argnames="covariance_type")
 def _complete_chunk(params, X, row_mask, covariance_type):
     log_density, diff = component_log_density(params, X, covariance_type)
     resp, loglik = _responsibilities(log_density, params.weights, row_mask)
@@ -354,6 +364,7 @@ def conditional_components(params: Params, X, observed, covariance_type: str):
     return log_density, dx, cond_cov
 
 
+@partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
 def _missing_chunk(params, X, observed, covariance_type):
     """Statistics of rows with missing entries: expected moments under each component's
     conditional, E[(x - mu_k)(x - mu_k)^T | x_o, k] = dx dx^T + cond_cov."""
@@ -460,6 +471,7 @@ def _floored_cholesky(cov, floor):
     return root[..., :, None] * L
 
 
+@partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
 def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type: str) -> Params:
     """PRML 9.24-9.26 from statistics about the old means mu_k, with the covariances
     floored at diag(``reg_covar``).
@@ -484,7 +496,9 @@ def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type
     dtype = stats.count.dtype
     tiny = 10.0 * jnp.finfo(dtype).eps
     count = stats.count + tiny  # as scikit-learn: no division by zero
-    weights = count / jnp.sum(count)
+    # the mass of each component: exactly 0 for padding (see Hyper.active)
+    mass = count if hyper.active is None else jnp.where(hyper.active, count, 0.0)
+    weights = mass / jnp.sum(mass)
     delta = stats.sum_dx / count[:, None]
     means = params.means + delta
     empty = stats.count < tiny * jnp.maximum(jnp.sum(stats.count), 1.0)
@@ -495,7 +509,7 @@ def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type
         scale = jnp.where(empty[:, None, None], params.scale, scale)
     elif covariance_type == "tied":
         scatter = stats.sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
-        cov = jnp.sum(scatter, axis=0) / jnp.sum(count)
+        cov = jnp.sum(scatter, axis=0) / jnp.sum(mass)
         scale = _floored_cholesky(cov, reg)
     else:
         var = stats.sum_dxx / count[:, None] - delta**2
@@ -523,8 +537,13 @@ def step_functions(covariance_type: str):
 # ----------------------------------------------------------------------------- starts
 
 
-def params_from_responsibilities(X, row_mask, resp, reg_covar, *, covariance_type: str) -> Params:
-    """The M-step from given responsibilities (n, K): how every start is made."""
+def params_from_responsibilities(
+    X, row_mask, resp, reg_covar, *, covariance_type: str, active=None
+) -> Params:
+    """The M-step from given responsibilities (n, K): how every start is made.
+
+    Padding components (``active`` False, see :class:`Hyper`) need zero columns in
+    ``resp``; they get weight exactly 0, mean 0 and unit covariance."""
     resp = resp * row_mask[:, None]
     count = jnp.sum(resp, axis=0) + 10.0 * jnp.finfo(X.dtype).eps
     means = resp.T @ X / count[:, None]
@@ -538,9 +557,8 @@ def params_from_responsibilities(X, row_mask, resp, reg_covar, *, covariance_typ
         "spherical": jnp.ones((K,), X.dtype),
     }[covariance_type]
     start = Params(jnp.full((K,), 1.0 / K, X.dtype), means, placeholder)
-    return m_step(
-        stats, start, Hyper(jnp.asarray(reg_covar, X.dtype)), covariance_type=covariance_type
-    )
+    hyper = Hyper(jnp.asarray(reg_covar, X.dtype), active)
+    return m_step(stats, start, hyper, covariance_type=covariance_type)
 
 
 def init_params(key, X, row_mask, n_components: int, reg_covar, *, covariance_type: str) -> Params:

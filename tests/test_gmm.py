@@ -187,6 +187,57 @@ def test_save_and_load_round_trip(tmp_path, overlapping, fits):
     np.testing.assert_allclose(loaded.score_samples(overlapping), est.score_samples(overlapping))
 
 
+# -- one compiled program for several n_components ------------------------------------
+
+
+def fit_with_and_without_padding(monkeypatch, X, **kwargs):
+    """The same K=3 fit with one padding component (EM compiled for 4 components, the
+    default on small data) and without; checks that each ran with that many."""
+    from latentlab.estimators import gmm as module
+
+    ran_with = []
+    program = module._fit_em_program
+
+    def spy(*args, **kw):
+        ran_with.append(args[2].shape[-1])  # responsibilities: (n_init, rows, components)
+        return program(*args, **kw)
+
+    monkeypatch.setattr(module, "_fit_em_program", spy)
+    padded = GaussianMixture(K, **kwargs).fit(X)
+    monkeypatch.setattr(module, "PAD_WORK", -1)  # no data is small enough to pad
+    plain = GaussianMixture(K, **kwargs).fit(X)
+    assert ran_with == [4, 3]
+    return padded, plain
+
+
+def assert_same_fit(padded, plain, X):
+    """Parameters, trace and log-likelihood of the two fits agree to 1e-10.
+
+    Components are matched by their weights first: where n_init starts tie at one
+    optimum up to relabelling, round-off decides which start's labelling is kept."""
+    assert padded.n_iter_ == plain.n_iter_ and padded.converged_ == plain.converged_
+    match = np.argsort(padded.weights_)[np.argsort(np.argsort(plain.weights_))]
+    for name, value in plain.params_.items():
+        ours = padded.params_[name]
+        ours = ours if name == "scale" and padded.covariance_type == "tied" else ours[match]
+        assert ours.shape == value.shape
+        np.testing.assert_allclose(ours, value, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(padded.log_likelihoods_, plain.log_likelihoods_, rtol=1e-10)
+    np.testing.assert_allclose(padded.lower_bound_, plain.lower_bound_, rtol=1e-10)
+    np.testing.assert_allclose(padded.score_samples(X), plain.score_samples(X), rtol=1e-10)
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_padding_components_at_weight_zero_change_nothing(
+    monkeypatch, overlapping, sklearn_starts, covariance_type
+):
+    # the settings of `fits`, whose compiled program the padded fit reuses; user starts
+    # exercise the padding of weights_init/means_init/precisions_init too
+    kwargs = dict(covariance_type=covariance_type, **sklearn_starts[covariance_type])
+    padded, plain = fit_with_and_without_padding(monkeypatch, overlapping, **kwargs)
+    assert_same_fit(padded, plain, overlapping)
+
+
 # -- bad input -------------------------------------------------------------------------
 
 

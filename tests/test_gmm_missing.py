@@ -8,7 +8,14 @@ from numpyro.infer.util import log_likelihood
 from oracles import hide_at_random, is_monotone
 from scipy.special import logsumexp, ndtr
 from scipy.stats import multivariate_normal
-from test_gmm import COVARIANCE_TYPES, D, K, planted_mixture
+from test_gmm import (
+    COVARIANCE_TYPES,
+    D,
+    K,
+    assert_same_fit,
+    fit_with_and_without_padding,
+    planted_mixture,
+)
 
 from latentlab import GaussianMixture
 
@@ -176,6 +183,17 @@ def test_predict_uses_the_observed_entries(data, fits):
     np.testing.assert_allclose(est.predict_proba(empty)[0], est.weights_, rtol=1e-12)
     with pytest.raises(ValueError, match="every entry missing"):
         est.score_samples(empty)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])  # both conditional paths
+def test_padding_components_change_nothing_with_missing_entries(
+    monkeypatch, data, fits, covariance_type
+):
+    _, X_missing, _, _ = data
+    kwargs = dict(covariance_type=covariance_type, n_init=2, random_state=0)  # as `fits`
+    padded, plain = fit_with_and_without_padding(monkeypatch, X_missing, **kwargs)
+    assert_same_fit(padded, plain, X_missing)
+    np.testing.assert_allclose(padded.impute(X_missing), plain.impute(X_missing), rtol=1e-10)
 
 
 # -- MAP / SVI on the declaration ------------------------------------------------------

@@ -38,13 +38,104 @@ CHUNK = 2048
 MISSING_CHUNK = {"full": 128, "tied": 128, "diag": 1024, "spherical": 1024}
 # k-means runs (best inertia kept) for init_params="kmeans"
 KMEANS_RUNS = 3
+# Work (~flops) per call of a scoring program: sets its fixed rows per call
+SCORE_WORK = 2**22
+# EM pads n_components to its bucket only where one E-step costs at most this much
+# (~flops per component): there a compile (seconds) dwarfs the padding's run time.
+# Measured (30 SQUAREM cycles, full covariances, 16-core CPU): wine K=3 as 4 1.09x
+# (+2 ms), K=5 as 8 1.20x; 20000 x 10 data K=3 as 4 1.35x (+0.2 s), so large data
+# are not padded.
+PAD_WORK = 2**18
+
+
+def component_bucket(n_components: int) -> int:
+    """The number of components EM (on small data, see ``PAD_WORK``) and the scoring
+    programs are compiled for: the next power of two.  The extra components are
+    padding at weight exactly 0, a fixed point of EM that changes nothing else (see
+    :class:`latentlab.models.gmm.Hyper`), so a search over n_components compiles once
+    per bucket, not once per value."""
+    return 1 << (int(n_components) - 1).bit_length()
+
+
+def _pad_components(weights, means, scale, pad, covariance_type):
+    """Append ``pad`` padding components -- weight 0, mean 0, unit covariance -- to
+    host arrays (any of them None stays None; a tied covariance has no component axis)."""
+    if weights is not None:
+        weights = np.concatenate([weights, np.zeros(pad, weights.dtype)])
+    if means is not None:
+        means = np.concatenate([means, np.zeros((pad, means.shape[1]), means.dtype)])
+    if scale is not None and covariance_type != "tied":
+        unit = np.eye(scale.shape[-1]) if covariance_type == "full" else np.ones(scale.shape[1:])
+        scale = np.concatenate(
+            [scale, np.broadcast_to(unit.astype(scale.dtype), (pad, *unit.shape))]
+        )
+    return weights, means, scale
+
+
+def _fixed_row_chunks(fn, *row_arrays, chunk: int):
+    """:func:`map_row_chunks` with every call at exactly ``chunk`` rows (a power of two
+    >= 32): any row count then reuses one compiled program, where buckets would
+    compile one per size class (a predict on 7 rows, then 100, then 178: three).
+    Outputs are cut back to the input's rows (views, for internal use)."""
+    n = row_arrays[0].shape[0]
+    rows = -(-n // chunk) * chunk
+    out = map_row_chunks(fn, *(pad_rows(a, rows) for a in row_arrays), chunk=chunk)
+    return tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n]
 
 
 @partial(jax.jit, static_argnames="covariance_type")
-def _starts(X, row_mask, resp, reg_covar, covariance_type):
-    """One start per stack of responsibilities (n_init, n, K)."""
-    make = partial(gmm.params_from_responsibilities, covariance_type=covariance_type)
-    return jax.vmap(lambda r: make(X, row_mask, r, reg_covar))(resp)
+def _starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance_type):
+    """One start per stack of responsibilities (n_init, n, K), with the user's
+    ``weights_init``/``means_init``/``precisions_init`` (``user``, a Params without the
+    start axis) in place where ``use_user`` (3 bools) says.  The flags are traced, so
+    every combination shares one program.  ``active`` (K,) marks the components that
+    are not padding."""
+    make = partial(gmm.params_from_responsibilities, covariance_type=covariance_type, active=active)
+    starts = jax.vmap(lambda r: make(X, row_mask, r, reg_covar))(resp)
+    return gmm.Params(
+        *(
+            jnp.where(use, jnp.broadcast_to(given, start.shape), start)
+            for use, given, start in zip(use_user, user, starts, strict=True)
+        )
+    )
+
+
+@partial(jax.jit, static_argnames=("steps", "covariance_type", "max_iter", "accelerate", "verbose"))
+def _fit_em_program(
+    X,
+    row_mask,
+    resp,
+    active,
+    user,
+    use_user,
+    data,
+    reg_covar,
+    n_samples,
+    tol,
+    *,
+    steps,
+    covariance_type,
+    max_iter,
+    accelerate,
+    verbose,
+):
+    """The whole EM fit as one compiled program: the starts (:func:`_starts`) and
+    the EM driver from them, with ``steps = (e_step, m_step)``.  Everything else in
+    ``fit`` runs on the host in NumPy, so a cold fit compiles this program alone."""
+    starts = _starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance_type)
+    e_step, m_step = steps
+    return run_em(
+        e_step,
+        m_step,
+        starts,
+        data,
+        gmm.Hyper(reg_covar, active),
+        n_samples,
+        tol,
+        max_iter=max_iter,
+        accelerate=accelerate,
+        verbose=verbose,
+    )
 
 
 @partial(jax.jit, static_argnames="covariance_type")
@@ -204,6 +295,12 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     likelihood, and EM uses the missing coordinates' conditional moments.  ``impute``
     fills them with the posterior-weighted conditional means; ``impute_interval``
     gives the conditional mixture's quantiles; ``sample_imputations`` draws them.
+
+    Compiled programs are shared where shapes vary: a fit is one XLA program (starts
+    and EM together); on small data it is compiled for ``n_components`` rounded up
+    to a power of two, the extra components held at weight exactly 0, which changes
+    no number of the fit; scoring, prediction and imputation run at one fixed row
+    count per model, whatever the number of rows.
 
     Examples
     --------
@@ -393,34 +490,38 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 for _ in range(self.n_init)
             ]
         )
-        size, count = padded_size(n, CHUNK)
+        rows = int(np.prod(padded_size(n, CHUNK)))
+        # EM runs with padding components up to the bucket (at weight 0, they change
+        # nothing): one compiled program serves every n_components in it
+        padded = K
+        if self.method == "em" and self._estep_work(observed) <= PAD_WORK:
+            padded = component_bucket(K)
         with self._precision():
-            dtype = jnp.asarray(1.0).dtype
-            reg = jnp.asarray(self._variance_floor(unit, dtype), dtype)
-            starts = _starts(
-                jnp.asarray(pad_rows(Z, size * count), dtype),
-                jnp.asarray(pad_rows(np.ones(n), size * count), dtype),
-                jnp.asarray(np.stack([pad_rows(r, size * count) for r in resp]), dtype),
-                reg,
-                self.covariance_type,
+            # host arrays already in the working dtype: no eager JAX conversions (each
+            # would be a compiled program of its own on a cold start)
+            dtype = np.dtype(self.dtype)
+            reg = self._variance_floor(unit, dtype).astype(dtype)
+            resp = np.pad(resp, ((0, 0), (0, rows - n), (0, padded - K)))
+            start_data = (
+                pad_rows(Z, rows).astype(dtype),
+                pad_rows(np.ones(n), rows).astype(dtype),
+                resp.astype(dtype),
+                np.arange(padded) < K,
+                *self._given_start(weights, means, scale, K, padded, dtype),
             )
-            for i, value in enumerate((weights, means, scale)):
-                if value is not None:
-                    starts = starts._replace(
-                        **{
-                            starts._fields[i]: jnp.broadcast_to(
-                                jnp.asarray(value, dtype), starts[i].shape
-                            )
-                        }
-                    )
             if self.method == "em":
                 params, trace, converged, objective, breakdown = self._fit_em(
-                    starts, Z, observed, reg
+                    start_data, Z, observed, reg
                 )
             else:
+                starts = _starts(*start_data[:3], reg, *start_data[3:], self.covariance_type)
                 params, trace, converged = self._fit_svi(starts, Z, observed)
                 objective, breakdown = float(trace[-1]), False
             fitted = {name: to_numpy(v) for name, v in params._asdict().items()}
+        fitted = {  # the padding components cut off
+            name: v if name == "scale" and self.covariance_type == "tied" else v[:K]
+            for name, v in fitted.items()
+        }
         # log p(x) = log p(z) - sum over observed entries of log unit_j
         log_jacobian = float(observed.sum(axis=0) @ np.log(unit))
         self.log_likelihoods_ = to_numpy(trace).astype(np.float64) - log_jacobian
@@ -455,17 +556,42 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             )
         return self
 
-    def _fit_em(self, starts, Xc, observed, reg):
+    def _estep_work(self, observed):
+        """Rough cost (flops) of one E-step per component: complete rows cost d^2
+        each (d for diag/spherical), rows with missing entries d^3 (d)."""
+        n, d = observed.shape
+        dense = self.covariance_type in ("full", "tied")
+        missing = int(np.sum(~observed.all(axis=1)))
+        return (n - missing) * (d * d if dense else d) + missing * (d**3 if dense else d)
+
+    def _given_start(self, weights, means, scale, n_components, padded, dtype):
+        """``(user, use_user)`` for :func:`_starts`: the user's starting values with
+        padding components up to ``padded`` (zeros where none were given) and which
+        were given."""
+        pad = padded - n_components
+        K, d = padded, self.n_features_in_
+        shapes = {"full": (K, d, d), "tied": (d, d), "diag": (K, d), "spherical": (K,)}
+        given = _pad_components(weights, means, scale, pad, self.covariance_type)
+        shape = ((K,), (K, d), shapes[self.covariance_type])
+        user = gmm.Params(
+            *(
+                np.zeros(s, dtype) if v is None else np.asarray(v, dtype)
+                for v, s in zip(given, shape, strict=True)
+            )
+        )
+        return user, np.array([v is not None for v in given])
+
+    def _fit_em(self, start_data, Xc, observed, reg):
         """Jit-compiled EM from every start on the standardised data ``Xc`` (missing
         entries 0); returns (params, trace, converged, objective, breakdown)."""
-        dtype = starts.means.dtype
+        dtype = reg.dtype
         d = Xc.shape[1]
         complete = observed.all(axis=1)
         missing_chunk = MISSING_CHUNK[self.covariance_type]
         no_rows = np.zeros((0, 1, d))
         data = gmm.GMMData(
             *(
-                jnp.asarray(a, dtype)
+                a.astype(dtype)
                 for a in (
                     chunked(Xc[complete], CHUNK),
                     chunked(np.ones(int(complete.sum())), CHUNK),
@@ -476,20 +602,26 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 )
             )
         )
-        e_step, m_step = gmm.step_functions(self.covariance_type)
-        result = run_em(
-            e_step,
-            m_step,
-            starts,
+        X, row_mask, resp, active, user, use_user = start_data
+        result = _fit_em_program(
+            X,
+            row_mask,
+            resp,
+            active,
+            user,
+            use_user,
             data,
-            gmm.Hyper(reg),
-            jnp.asarray(Xc.shape[0], dtype),
-            jnp.asarray(self.tol, dtype),
+            reg,
+            np.asarray(Xc.shape[0], dtype),
+            np.asarray(self.tol, dtype),
+            steps=gmm.step_functions(self.covariance_type),
+            covariance_type=self.covariance_type,
             max_iter=int(self.max_iter),
             accelerate=bool(self.accelerate),
             verbose=int(self.verbose),
         )
-        trace = result.trace[: int(result.n_iter)]
+        # sliced on the host: slicing the device array would compile a program
+        trace = np.asarray(result.trace)[: int(result.n_iter)]
         objective = float(result.objective)
         return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
 
@@ -593,8 +725,33 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         """
         centre = self._centre()
         values = {**self.params_, "means": self.params_["means"] - centre}
-        dtype = jnp.asarray(1.0).dtype
-        return gmm.Params(*(jnp.asarray(values[k], dtype) for k in gmm.Params._fields)), centre
+        # host arrays in the working dtype (an eager jnp cast would compile a program)
+        dtype = np.dtype(self.dtype)
+        return gmm.Params(*(np.asarray(values[k], dtype) for k in gmm.Params._fields)), centre
+
+    def _scoring_params(self):
+        """:meth:`_centred_params` with padding components up to
+        :func:`component_bucket` (weight 0: log-responsibility -inf, no effect on the
+        rows' likelihoods), so that models with nearby n_components share the scoring
+        programs; callers cut the outputs back to ``n_components_``."""
+        params, centre = self._centred_params()
+        pad = component_bucket(self.n_components_) - self.n_components_
+        padded = _pad_components(*params, pad, self.covariance_type)
+        return gmm.Params(*padded), centre
+
+    def _rows_per_call(self, missing: bool) -> int:
+        """Rows per call of the scoring programs, fixed for a fitted model (see
+        :func:`_fixed_row_chunks`): about ``SCORE_WORK`` flops per call, so padding a
+        single row costs little, capped by the E-step's chunk sizes, which bound the
+        memory of the (rows, K, d, d) conditional covariances."""
+        K, d = component_bucket(self.n_components_), self.n_features_in_
+        dense = self.covariance_type in ("full", "tied")
+        if missing:
+            per_row, cap = (K * d**3 if dense else K * d), MISSING_CHUNK[self.covariance_type]
+        else:
+            per_row, cap = (K * d * d if dense else K * d), CHUNK
+        rows = 1 << (max(SCORE_WORK // max(per_row, 1), 1).bit_length() - 1)
+        return int(min(max(rows, 32), cap))
 
     def _observed(self, X, *, allow_empty_rows: bool):
         """Validated X with NaN replaced by 0, and the observed mask (float)."""
@@ -614,21 +771,26 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         complete = observed.all(axis=1)
         row = np.empty(X.shape[0])
         log_resp = np.empty((X.shape[0], self.n_components_))
+        K = self.n_components_
         with self._precision():
-            params, centre = self._centred_params()
+            params, centre = self._scoring_params()
             X = np.where(observed > 0, X - centre, 0.0)
             kind = self.covariance_type
             if complete.any():
-                row[complete], log_resp[complete] = map_row_chunks(
-                    lambda x: _row_scores(params, x, None, kind), X[complete]
+                row[complete], padded = _fixed_row_chunks(
+                    lambda x: _row_scores(params, x, None, kind),
+                    X[complete],
+                    chunk=self._rows_per_call(missing=False),
                 )
+                log_resp[complete] = padded[:, :K]
             if not complete.all():
-                row[~complete], log_resp[~complete] = map_row_chunks(
+                row[~complete], padded = _fixed_row_chunks(
                     lambda x, o: _row_scores(params, x, o, kind),
                     X[~complete],
                     observed[~complete],
-                    chunk=MISSING_CHUNK[kind],
+                    chunk=self._rows_per_call(missing=True),
                 )
+                log_resp[~complete] = padded[:, :K]
         return row, log_resp
 
     def score_samples(self, X) -> np.ndarray:
@@ -706,21 +868,23 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         precision) and second moments lose nothing; callers add c at the end."""
         X, observed = self._observed(X, allow_empty_rows=True)
         incomplete = np.flatnonzero(~observed.all(axis=1))
-        step = 8 * MISSING_CHUNK[self.covariance_type]
+        chunk = self._rows_per_call(missing=True)
+        step = 8 * chunk
 
         def parts():
             with self._precision():
-                params, centre = self._centred_params()
+                params, centre = self._scoring_params()
                 for start in range(0, incomplete.size, step):
                     rows = incomplete[start : start + step]
                     o = observed[rows]
-                    log_resp, means, cov = map_row_chunks(
+                    log_resp, means, cov = _fixed_row_chunks(
                         lambda x, o: _conditionals(params, x, o, self.covariance_type),
                         np.where(o > 0, X[rows] - centre, 0.0),
                         o,
-                        chunk=MISSING_CHUNK[self.covariance_type],
+                        chunk=chunk,
                     )
-                    yield rows, np.exp(log_resp), means, cov
+                    K = self.n_components_  # padding components cut off
+                    yield rows, np.exp(log_resp[:, :K]), means[:, :K], cov[:, :K]
 
         return X, observed, self._centre(), parts()
 
