@@ -17,6 +17,7 @@ __all__ = [
     "check_no_empty_rows",
     "check_no_empty_columns",
     "check_level",
+    "check_positive_int",
 ]
 
 
@@ -154,6 +155,14 @@ def check_n_components(n_components: int, low: int, high: int, why: str) -> int:
             f"{low} <= n_components <= {high} ({why})"
         )
     return int(n_components)
+
+
+def check_positive_int(name: str, value) -> int:
+    """``value`` as an int, or a ValueError naming the setting if it is not a
+    positive integer (bools refused: ``True`` is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def check_level(level) -> float:

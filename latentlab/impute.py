@@ -21,7 +21,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from latentlab._validation import InputTypeError
+from latentlab._validation import InputTypeError, check_level
 
 __all__ = ["Imputer", "rubin_pool", "PooledEstimate"]
 
@@ -107,14 +107,6 @@ def default_candidates(model: str, n_samples: int, n_features: int, best_rank=No
     if gmm_supports_missing():
         second += grid("gmm", AUTO_MIXTURES)
     return second
-
-
-def _check_level(level) -> float:
-    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)):
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-    return float(level)
 
 
 def _progress(items, desc: str, verbose: int):
@@ -553,7 +545,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         lower, upper : ndarray or DataFrame (n_samples, n_features)
             Both equal X where observed.
         """
-        level = _check_level(level)
+        level = check_level(level)
         if calibrate and draw_parameters:
             raise ValueError("calibrate and draw_parameters are alternatives; choose one")
         X, observed, Xs, frame = self._prepare(X)
@@ -594,7 +586,7 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         final model.  With ``model="auto"`` (or a family without ``n_components``) the
         fits of the model search are reused; otherwise they are made on first call.
         """
-        level = _check_level(level)
+        level = check_level(level)
         check_is_fitted(self, "model_")
         if self._calibration_scores is None:
             fits, masks = self._heldout or self._heldout_refits(random_state)
@@ -852,7 +844,7 @@ class PooledEstimate(NamedTuple):
         """``(lower, upper)`` from the t distribution with ``df`` degrees of freedom."""
         from scipy.stats import t
 
-        half = t.ppf(0.5 + _check_level(level) / 2, self.df) * np.sqrt(self.variance)
+        half = t.ppf(0.5 + check_level(level) / 2, self.df) * np.sqrt(self.variance)
         return self.estimate - half, self.estimate + half
 
 

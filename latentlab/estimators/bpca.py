@@ -133,7 +133,6 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     def _hyper(self, column_variance, dtype):
         mean_variance = float(np.mean(column_variance))
-        self.reference_variance_ = mean_variance
         floor = VARIANCE_FLOOR * mean_variance
         return bpca.Hyper(
             variance_floor=np.asarray(floor, dtype),
@@ -152,7 +151,9 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         # log joint of (W/scale, alpha*scale^2) vs (W, alpha): + dK log s - 2K log s
         return (n_features - 2) * n_components * np.log(scale)
 
-    def _finish(self, params):
+    def _finish(self, params, hyper):
+        # the data's mean feature variance, the unit of the hyperprior rate b
+        self.reference_variance_ = float(hyper.b) / self.alpha_b
         # No rotation to principal axes here: unlike the likelihood, the ARD prior is
         # not rotation invariant (and its MAP already has orthogonal columns).  Order
         # the columns by norm, fix their signs, and carry alpha along.

@@ -169,7 +169,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         self._feature_scale = np.sqrt(np.asarray(column_variance, np.float64))
         return self._feature_scale
 
-    def _finish(self, params):
+    def _finish(self, params, hyper):
         # The canonical form (principal axes, order, signs) is chosen in standardised
         # units, so it does not depend on the features' units; a rotation, as in
         # scikit-learn, acts on the loadings in the data's units.

@@ -25,6 +25,7 @@ from latentlab._validation import (
     check_no_empty_columns,
     check_no_empty_rows,
     check_option,
+    check_positive_int,
 )
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._rows import map_row_chunks
@@ -109,11 +110,6 @@ def _em_program(
     return result.params, result.trace, result.n_iter, result.converged
 
 
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
 def _padded(fn, *arrays_before, X, mask):
     """A jitted row-wise ``fn(*arrays_before, X, mask)`` over bucketed row chunks
     (see :mod:`latentlab.estimators._rows`); returns a tuple of NumPy arrays."""
@@ -138,7 +134,9 @@ class GaussianLatentFitMixin:
 
     # -- fitting ------------------------------------------------------------------------
 
-    def _check_settings(self, n_samples, n_features):
+    def _check_settings(self, n_samples, n_features, default_components=None):
+        """Validate the settings; returns K (``n_components``, or when that is None
+        ``default_components``, else the largest K the data allow)."""
         from latentlab._validation import check_n_components
 
         check_option("method", self.method, self._methods)
@@ -148,10 +146,12 @@ class GaussianLatentFitMixin:
                 f"{type(self).__name__} needs more data; got "
                 f"n_samples={n_samples}, n_features={n_features}"
             )
-        K = high if self.n_components is None else self.n_components
+        K = self.n_components
+        if K is None:
+            K = high if default_components is None else default_components
         K = check_n_components(K, 1, high, why)
         for name in ("max_iter", "n_init", "svi_steps"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if not self.tol >= 0:
             raise ValueError(f"tol must be >= 0, got {self.tol!r}")
         return K
@@ -310,7 +310,7 @@ class GaussianLatentEstimator(
             # Shift back on the host in float64: in float32, mu + shift would round to
             # the shift's ulp (8 for a mean of 1e8).
             params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
-            self.params_ = self._finish(params)
+            self.params_ = self._finish(params, hyper)
         bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
         if bad:
             raise ValueError(
@@ -323,7 +323,7 @@ class GaussianLatentEstimator(
         self._warn_after_fit(hyper)
         return self
 
-    def _finish(self, params) -> dict:
+    def _finish(self, params, hyper) -> dict:
         """Fitted parameters as a dict of NumPy arrays, loadings in canonical form."""
         params = params._replace(W=canonical_loadings(params.W))
         return {name: to_numpy(value) for name, value in params._asdict().items()}
@@ -550,7 +550,7 @@ class GaussianLatentEstimator(
         Draws z from its posterior, then the missing coordinates given z, so their
         correlations are kept.  Returns shape (n_imputations, n_samples, n_features).
         """
-        _check_positive_int("n_imputations", n_imputations)
+        check_positive_int("n_imputations", n_imputations)
         X, mask = self._observed(X, allow_empty_rows=True)
         z_mean, z_cov = self._posterior(X, mask)
         rng = check_random_state(random_state)

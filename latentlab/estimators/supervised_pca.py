@@ -157,11 +157,8 @@ class SupervisedPCA(
         n, d = V.shape
         d_x = X.shape[1]
         self.n_targets_ = Y.shape[1]
-        if self.n_components is None:
-            high, _ = self._max_components(n, d)
-            K = self._check_settings_with(n, d, min(d_x, high))
-        else:
-            K = self._check_settings(n, d)
+        # by default as many components as x has features (the data permitting)
+        K = self._check_settings(n, d, default_components=min(d_x, self._max_components(n, d)[0]))
         self.n_components_ = K
         mask = None if mask.all() else mask
         shift = np.nanmean(V, axis=0)
@@ -207,14 +204,6 @@ class SupervisedPCA(
         self.converged_ = bool(converged)
         self._warn_after_fit(hyper)
         return self
-
-    def _check_settings_with(self, n, d, K):
-        saved = self.n_components
-        try:
-            self.n_components = K
-            return self._check_settings(n, d)
-        finally:
-            self.n_components = saved
 
     def _fit_svi_xy(self, Vc, mask, d_x, K, column_variance):
         from latentlab.inference.svi import fit_best_of
