@@ -58,7 +58,9 @@ class FactorAnalysis(GaussianLatentEstimator):
     Parameters
     ----------
     n_components : int or None, default=None
-        Number of factors K, ``1 <= K <= n_features``; ``None`` takes n_features.
+        Number of factors K, ``0 <= K <= n_features``; ``None`` takes n_features.
+        ``K = 0`` is the diagonal Gaussian (independent features), the baseline row
+        of a comparison.
     rotation : {None, "varimax", "quartimax"}, default=None
         Orthogonal rotation applied to the reported loadings.  The likelihood is
         invariant under it; only interpretation changes.
@@ -72,6 +74,11 @@ class FactorAnalysis(GaussianLatentEstimator):
         the few extra O(d^2 K) iterations are cheap.
     max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
         As for :class:`latentlab.PPCA`.
+    noise_variance_init : array of shape (n_features,) or None, default=None
+        The noise variances psi that EM starts from (with the loadings of the PCA
+        solution), as scikit-learn's parameter; None: each feature's variance left
+        unexplained by those loadings.  Only the start: the fit is the same optimum
+        wherever EM converges to it.
 
     Attributes
     ----------
@@ -85,6 +92,8 @@ class FactorAnalysis(GaussianLatentEstimator):
         variance) is a Heywood case and triggers a warning.
     mean_, log_likelihoods_, n_iter_, converged_, params_, model_
         As for :class:`latentlab.PPCA`; ``params_`` has ``W``, ``mu``, ``psi``.
+    loglike_ : list of float
+        ``log_likelihoods_`` under scikit-learn's name.
 
     Examples
     --------
@@ -112,9 +121,11 @@ class FactorAnalysis(GaussianLatentEstimator):
         random_state=None,
         dtype="float64",
         verbose=0,
+        noise_variance_init=None,
     ):
         self.n_components = n_components
         self.rotation = rotation
+        self.noise_variance_init = noise_variance_init
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
@@ -125,6 +136,8 @@ class FactorAnalysis(GaussianLatentEstimator):
         self.random_state = random_state
         self.dtype = dtype
         self.verbose = verbose
+
+    _min_components = 0
 
     def _max_components(self, n_samples, n_features):
         return n_features, "n_features"
@@ -148,11 +161,31 @@ class FactorAnalysis(GaussianLatentEstimator):
         scale = self._set_feature_scale(column_variance)
         s = scale.astype(data.X.dtype)  # on the host: NumPy in, NumPy out
         unit_hyper = fa.Hyper(variance_floor=hyper.variance_floor / s**2)
+        if self.noise_variance_init is not None:  # the EM start's psi, in unit variance
+            psi = self._check_noise_variance_init(data.X.shape[-1])
+            unit_hyper = unit_hyper._replace(psi_init=(psi / scale**2).astype(data.X.dtype))
         params, trace, n_iter, converged = super()._fit_em(
             fa.scale_data(data, s), n, K, np.ones_like(scale), unit_hyper
         )
         counts = np.asarray(fa.observed_counts(data), np.float64)
         return fa.rescale(params, scale), trace - _log_jacobian(counts, scale), n_iter, converged
+
+    def _check_noise_variance_init(self, n_features):
+        psi = np.asarray(self.noise_variance_init, dtype=np.float64)
+        if psi.shape != (n_features,):
+            raise ValueError(
+                f"noise_variance_init must have shape ({n_features},), got {psi.shape}"
+            )
+        if not np.all(np.isfinite(psi) & (psi > 0)):
+            raise ValueError("noise_variance_init must be positive and finite")
+        return psi
+
+    @property
+    def loglike_(self):
+        """scikit-learn's name for the log-likelihood after each iteration
+        (:attr:`log_likelihoods_`; here one entry per accelerated EM cycle)."""
+        check_is_fitted(self)
+        return list(self.log_likelihoods_)
 
     def _fit_svi(self, Xc, mask, K, column_variance):
         scale = self._set_feature_scale(column_variance)
@@ -175,7 +208,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         # scikit-learn, acts on the loadings in the data's units.
         s = self.__dict__.pop("_feature_scale")[:, None]  # scratch of this fit only
         W = _order_and_sign(to_numpy(canonical_loadings(params.W / s))) * s
-        if self.rotation is not None:
+        if self.rotation is not None and W.shape[1] > 0:
             gamma = 1.0 if self.rotation == "varimax" else 0.0
             W = _order_and_sign(to_numpy(_rotated(W.astype(params.W.dtype), gamma=gamma)))
         out = {name: to_numpy(value) for name, value in params._asdict().items()}

@@ -128,15 +128,19 @@ class GaussianLatentFitMixin:
     _module = None
     _methods = ("em", "map", "svi")
     _pca_start = True  # EM's first start at the mean-imputed PCA solution (if the model has one)
+    # Smallest n_components: 0 (no latent factor: the independent-noise Gaussian,
+    # the baseline row of a model comparison) where the model is defined without W.
+    _min_components = 1
+    _allows_mle = False  # n_components="mle": Minka's (2000) choice on the covariance
 
     def _max_components(self, n_samples, n_features) -> int:
         raise NotImplementedError
 
     # -- fitting ------------------------------------------------------------------------
 
-    def _check_settings(self, n_samples, n_features, default_components=None):
-        """Validate the settings; returns K (``n_components``, or when that is None
-        ``default_components``, else the largest K the data allow)."""
+    def _check_settings(self, n_samples, n_features, default_components=None, n_components=None):
+        """Validate the settings; returns K (``n_components``, default the setting;
+        when that is None ``default_components``, else the largest K the data allow)."""
         from latentlab._validation import check_n_components
 
         check_option("method", self.method, self._methods)
@@ -146,15 +150,37 @@ class GaussianLatentFitMixin:
                 f"{type(self).__name__} needs more data; got "
                 f"n_samples={n_samples}, n_features={n_features}"
             )
-        K = self.n_components
+        K = self.n_components if n_components is None else n_components
         if K is None:
             K = high if default_components is None else default_components
-        K = check_n_components(K, 1, high, why)
+        K = check_n_components(K, self._min_components, high, why)
         for name in ("max_iter", "n_init", "svi_steps"):
             check_positive_int(name, getattr(self, name))
         if not self.tol >= 0:
             raise ValueError(f"tol must be >= 0, got {self.tol!r}")
         return K
+
+    def _resolve_mle(self, X, mask):
+        """``n_components="mle"`` as a number (Minka 2000, as :class:`latentlab.PCA`:
+        the rank maximising the Laplace evidence of the sample covariance's
+        spectrum); None for any other setting."""
+        if not (isinstance(self.n_components, str) and self.n_components == "mle"):
+            return None
+        name = type(self).__name__
+        if not self._allows_mle:
+            raise ValueError(f"{name} does not support n_components='mle'")
+        if mask is not None:
+            raise ValueError(
+                f"{name}(n_components='mle') needs complete data (the evidence is that of "
+                "the sample covariance's spectrum); X has missing values (NaN)"
+            )
+        n, d = X.shape
+        if n < d:
+            raise ValueError(f"n_components='mle' needs n_samples >= n_features, got {n} < {d}")
+        from latentlab.estimators.pca import mle_dimension
+
+        spectrum = np.linalg.eigvalsh(np.cov(X, rowvar=False).reshape(d, d))[::-1]
+        return mle_dimension(spectrum, n)
 
     def _hyper(self, column_variance, dtype):
         floor = VARIANCE_FLOOR * column_variance
@@ -193,7 +219,8 @@ class GaussianLatentFitMixin:
         ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
         dtype = data.X.dtype
         d = data.X.shape[-1]
-        n_columns = padded_columns(K, d, data.X.shape[0] * data.X.shape[1])
+        # (at least one column: K = 0 is a model whose loadings are all padding)
+        n_columns = padded_columns(max(K, 1), d, data.X.shape[0] * data.X.shape[1])
         active = np.arange(n_columns) < K
         hyper = self._padded_hyper(hyper, active.astype(dtype))
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
@@ -287,7 +314,7 @@ class GaussianLatentEstimator(
         """Validate, fit by the chosen method, store the fitted attributes; returns self."""
         X, mask, shift = self._validate_for_fit(X)
         n, d = X.shape
-        K = self._check_settings(n, d)
+        K = self._check_settings(n, d, n_components=self._resolve_mle(X, mask))
         self.n_components_ = K
         with self._precision():
             # Statistics are taken about ``shift`` (the observed column means), which
@@ -394,7 +421,7 @@ class GaussianLatentEstimator(
         check_is_fitted(self)
         W = self.params_["W"]
         d, K = W.shape
-        W = np.pad(W, ((0, 0), (0, padded_columns(K, d) - K)))
+        W = np.pad(W, ((0, 0), (0, padded_columns(max(K, 1), d) - K)))
         precision = 1.0 / self._noise_variance_vector()
         dtype = jax.dtypes.canonicalize_dtype(np.float64)
         return W.astype(dtype), np.zeros(d, dtype), precision.astype(dtype)

@@ -34,10 +34,13 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     Parameters
     ----------
-    n_components : int or None, default=None
-        Number of latent dimensions K, with ``1 <= K <= min(n_samples, n_features) - 1``
-        (the noise variance is estimated from the discarded directions).  ``None``
-        takes the largest allowed value.
+    n_components : int, "mle" or None, default=None
+        Number of latent dimensions K, with ``0 <= K <= min(n_samples, n_features) - 1``
+        (the noise variance is estimated from the discarded directions).  ``K = 0`` is
+        the isotropic Gaussian N(mu, sigma2 I), the baseline row of a comparison.
+        ``"mle"`` chooses K by Minka's (2000) Laplace evidence, as
+        :class:`latentlab.PCA` does (complete data, ``n_samples >= n_features``).
+        ``None`` takes the largest allowed value.
     method : {"em", "closed_form", "map", "svi"}, default="em"
         ``"em"``: jit-compiled EM with exact posterior moments.  ``"closed_form"``: the
         Tipping-Bishop eigen-solution (complete data only).  ``"map"``: gradient-based
@@ -135,6 +138,9 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     _module = ppca
     _methods = METHODS
+
+    _min_components = 0
+    _allows_mle = True
 
     def _max_components(self, n_samples, n_features):
         return min(n_samples, n_features) - 1, "min(n_samples, n_features) - 1"
