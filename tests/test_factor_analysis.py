@@ -153,7 +153,8 @@ def test_parameter_count_is_capped_at_saturated_gaussian():
     assert n_parameters(4, 4) == 4 + 10  # past the Ledermann bound: full covariance
 
 
-@pytest.mark.parametrize("K", [0, 9])
+# (K = 0 is the diagonal-Gaussian baseline since issue 15: tests/test_baseline_and_mle.py)
+@pytest.mark.parametrize("K", [-1, 9])
 def test_n_components_out_of_range(planted, K):
     X, _, _ = planted
     with pytest.raises(ValueError, match="n_components"):

@@ -15,7 +15,6 @@ training kernel.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -29,6 +28,7 @@ from latentlab.closed_form.kernels import (
     kernel_matrix,
 )
 from latentlab.closed_form.whitening import inverse_sqrt_psd
+from latentlab.inference.programs import program
 
 __all__ = [
     "CCAFit",
@@ -93,7 +93,7 @@ def _safe_divide(a, b):
     return a / jnp.where(b > 0, b, 1.0)
 
 
-@partial(jax.jit, static_argnames=("scale",))
+@program(static_argnames=("scale",))
 def fit_cca(X, Y, reg_x=0.0, reg_y=0.0, *, scale: bool = True) -> CCAFit:
     """Regularized linear CCA of views X (n, p) and Y (n, q), ddof=1 covariances.
 
@@ -147,7 +147,7 @@ def _kernel_coordinates(K, reg, n):
     return V, features, whitening, to_features, column_means, grand_mean
 
 
-@partial(jax.jit, static_argnames=("x_kernel", "y_kernel", "x_degree", "y_degree"))
+@program(static_argnames=("x_kernel", "y_kernel", "x_degree", "y_degree"))
 def fit_kernel_cca(
     X,
     Y,
@@ -196,7 +196,7 @@ def fit_kernel_cca(
     )
 
 
-@jax.jit
+@program
 def cca_transform(Xc, scale, weights):
     """Canonical scores of one view already centred at its training mean:
     ``(Xc / scale) @ weights``.  (Centring is left to the caller, so that it can be
@@ -204,7 +204,7 @@ def cca_transform(Xc, scale, weights):
     return (Xc / scale) @ weights
 
 
-@partial(jax.jit, static_argnames=("kernel", "degree"))
+@program(static_argnames=("kernel", "degree"))
 def kernel_cca_transform(
     X_new, X_fit, params, dual_coef, column_means, grand_mean, *, kernel, degree=3
 ):

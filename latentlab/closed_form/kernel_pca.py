@@ -10,7 +10,6 @@ Schölkopf 2004), as in scikit-learn.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -24,6 +23,7 @@ from latentlab.closed_form.kernels import (
     kernel_matrix,
 )
 from latentlab.closed_form.pca import block_lanczos_eigh, randomized_range_finder
+from latentlab.inference.programs import program
 
 __all__ = [
     "KernelPCAFit",
@@ -123,8 +123,7 @@ def kernel_eigh(
     return eigenvalues, flip_signs_by_largest(V, axis=0)[0], converged
 
 
-@partial(
-    jax.jit,
+@program(
     static_argnames=(
         "kernel",
         "degree",
@@ -135,7 +134,7 @@ def kernel_eigh(
         "block_size",
         "max_blocks",
         "max_products",
-    ),
+    )
 )
 def fit_kernel_pca(
     X,
@@ -188,7 +187,7 @@ def fit_kernel_pca(
     return KernelPCAFit(eigenvalues, V, column_means, grand_mean, tolerance, converged)
 
 
-@partial(jax.jit, static_argnames=("kernel", "degree"))
+@program(static_argnames=("kernel", "degree"))
 def kernel_pca_transform(
     X_new, X_fit, params, eigenvalues, eigenvectors, column_means, grand_mean, *, kernel, degree=3
 ):
@@ -199,7 +198,7 @@ def kernel_pca_transform(
     return K_new @ (eigenvectors / jnp.sqrt(eigenvalues))
 
 
-@partial(jax.jit, static_argnames=("kernel", "degree"))
+@program(static_argnames=("kernel", "degree"))
 def fit_preimage(Z_fit, X_fit, params, alpha, *, kernel, degree=3):
     """Dual coefficients of the kernel ridge map ``z -> x``: ``(k(Z, Z) + alpha I)^{-1} X``."""
     K = kernel_matrix(kernel, Z_fit, Z_fit, params, degree)
@@ -207,7 +206,7 @@ def fit_preimage(Z_fit, X_fit, params, alpha, *, kernel, degree=3):
     return solve_psd(K, X_fit)
 
 
-@partial(jax.jit, static_argnames=("kernel", "degree"))
+@program(static_argnames=("kernel", "degree"))
 def preimage(Z, Z_fit, dual_coef, params, *, kernel, degree=3):
     """Approximate pre-images of coordinates Z: ``k(Z, Z_fit) @ dual_coef``."""
     return kernel_matrix(kernel, Z, Z_fit, params, degree) @ dual_coef

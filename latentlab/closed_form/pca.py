@@ -19,13 +19,13 @@ largest-magnitude entry of each component is positive (scikit-learn's convention
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from latentlab.closed_form._linalg import eigh_descending, flip_signs_by_largest
+from latentlab.inference.programs import program
 
 __all__ = [
     "PCADecomposition",
@@ -76,7 +76,7 @@ def _decomposition(mean, Vt, singular_values, total_variance, n):
     )
 
 
-@jax.jit
+@program
 def pca_full(X) -> PCADecomposition:
     """PCA by the thin SVD of the centred data; ``min(n, d)`` components."""
     mean, Xc = _centre(X)
@@ -113,7 +113,7 @@ def shifted_gram_is_safe(n, mean, diagonal):
     return (n * mean**2 < ratio * diagonal).all()
 
 
-@partial(jax.jit, static_argnames=("method",))
+@program(static_argnames=("method",))
 def scatter_about_mean(X, *, method: str = "auto"):
     """``(mean, Xc^T Xc)`` of X (n, d), with Xc the column-centred data.
 
@@ -145,7 +145,7 @@ def scatter_about_mean(X, *, method: str = "auto"):
     return mean, jax.lax.cond(safe, shifted_gram, exact, X, mean)
 
 
-@jax.jit
+@program
 def pca_from_scatter(mean, scatter, n) -> PCADecomposition:
     """PCA from the (d, d) scatter matrix ``Xc^T Xc`` of ``n`` rows about ``mean``.
 
@@ -158,7 +158,7 @@ def pca_from_scatter(mean, scatter, n) -> PCADecomposition:
     return _decomposition(mean, V.T, s, total_variance, n)
 
 
-@partial(jax.jit, static_argnames=("centring",))
+@program(static_argnames=("centring",))
 def pca_covariance_eigh(X, *, centring: str = "auto") -> PCADecomposition:
     """PCA by the eigendecomposition of the scatter matrix Xc^T Xc; ``d`` components.
 
@@ -325,7 +325,7 @@ def block_lanczos_eigh(
     return TopEigh(theta, Y, residual, residual <= tol, products)
 
 
-@partial(jax.jit, static_argnames=("n_components", "n_oversamples", "n_iter"))
+@program(static_argnames=("n_components", "n_oversamples", "n_iter"))
 def pca_randomized(
     X, key, *, n_components: int, n_oversamples: int = 10, n_iter: int = 4
 ) -> PCADecomposition:
@@ -347,7 +347,7 @@ def pca_randomized(
     return _decomposition(mean, V[order], s[order], total_variance, n)
 
 
-@partial(jax.jit, static_argnames=("n_components", "block_size", "max_blocks", "max_products"))
+@program(static_argnames=("n_components", "block_size", "max_blocks", "max_products"))
 def pca_lanczos(
     X, key, tol, *, n_components: int, block_size: int, max_blocks: int, max_products: int
 ):
@@ -379,7 +379,7 @@ def pca_lanczos(
     return _decomposition(mean, V[order], s[order], total_variance, n), top.converged
 
 
-@jax.jit
+@program
 def pca_transform(X, mean, components, scale):
     """Project onto the components: ``(X - mean) V^T / scale`` (scale 1 or sqrt(var)).
 
@@ -389,13 +389,13 @@ def pca_transform(X, mean, components, scale):
     return (X @ components.T - mean @ components.T) / scale
 
 
-@jax.jit
+@program
 def pca_inverse_transform(Z, mean, components, scale):
     """Back to data space: ``(Z * scale) V + mean``."""
     return (Z * scale) @ components + mean
 
 
-@jax.jit
+@program
 def ppca_score_samples(X, mean, components, explained_variance, noise_variance):
     """Per-row log-density under the probabilistic PCA model of a fitted PCA.
 

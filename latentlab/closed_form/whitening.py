@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from latentlab.closed_form._linalg import eigh_descending, eigh_unordered, flip_signs_by_largest
+from latentlab.inference.programs import program
 
 __all__ = [
     "WHITENING_METHODS",
@@ -50,7 +50,7 @@ def inverse_sqrt_psd(C, eps=0.0):
     return (V * scale) @ V.T, eigenvalues
 
 
-@partial(jax.jit, static_argnames=("method",))
+@program(static_argnames=("method",))
 def whitening_matrix(cov, method: str = "zca", eps=0.0):
     """W with ``W^T (cov + eps I) W = I`` for ``method`` in ``WHITENING_METHODS``."""
     d = cov.shape[0]
@@ -69,7 +69,7 @@ def whitening_matrix(cov, method: str = "zca", eps=0.0):
     raise ValueError(f"Unknown whitening method={method!r}; expected one of {WHITENING_METHODS}")
 
 
-@partial(jax.jit, static_argnames=("method",))
+@program(static_argnames=("method",))
 def whiten(X, method: str = "zca", eps=0.0) -> Whitened:
     """Whiten the rows of X (n, d) with the ddof=1 sample covariance plus ``eps I``."""
     mean = jnp.mean(X, axis=0)

@@ -4,9 +4,7 @@ JAX compiles once per input shape, and on CPU XLA spends ~0.3-1 s compiling each
 these programs -- far longer than running them on a small data set.  Two remedies:
 
 * :func:`call` runs small problems (at most ``QUICK_COMPILE_MAX_WORK`` elements) through
-  a variant of the same function compiled with LLVM optimisation off, which compiles
-  ~40% faster; the heavy lifting (LAPACK eigh/SVD, BLAS-like dots) is the same library
-  code either way, and large problems get the fully optimised program.
+  the quick-compile variant of a :class:`~latentlab.inference.programs.Program`.
 * :func:`map_rows` pads the number of rows of row-wise maps (transform, score_samples,
   pre-images) up to a bucket, so cross-validation folds, single rows and the many small
   arrays of scikit-learn's checks share one compiled program.
@@ -24,28 +22,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab.inference.programs import QUICK_COMPILE_MAX_WORK, Program
 from latentlab.inference.summaries import bucket
 
 __all__ = ["QUICK_COMPILE_MAX_WORK", "call", "map_rows", "row_bucket", "to_device"]
 
-QUICK_COMPILE_MAX_WORK = 1 << 16
-_QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
-_quick_variants: dict = {}
-
-
-def call(jitted, work: int, *args, **static):
-    """``jitted(*args, **static)``, through the quick-compile variant when ``work`` (a
-    size estimate in elements, e.g. ``X.size`` or ``n**2`` for a Gram matrix) is small."""
-    if work > QUICK_COMPILE_MAX_WORK:
-        return jitted(*args, **static)
-    key = (jitted, tuple(sorted(static)))
-    variant = _quick_variants.get(key)
-    if variant is None:
-        variant = jax.jit(
-            jitted.__wrapped__, static_argnames=key[1], compiler_options=_QUICK_OPTIONS
-        )
-        _quick_variants[key] = variant
-    return variant(*args, **static)
+def call(compiled: Program, work: int, *args, **static):
+    """``compiled(*args, **static)``, through its quick-compile variant when ``work`` (a
+    size estimate in elements, e.g. ``X.size`` or ``n**2`` for a Gram matrix) is small
+    (see :mod:`latentlab.inference.programs`)."""
+    return compiled.for_work(work)(*args, **static)
 
 
 _ALIGNMENT = 64  # XLA:CPU aliases host buffers aligned to this many bytes

@@ -14,11 +14,12 @@ so refitting data of the same shapes never recompiles.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from latentlab.inference.programs import program
 
 __all__ = ["EMResult", "run_em"]
 
@@ -64,7 +65,7 @@ def _all_finite(tree):
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
 
-@partial(jax.jit, static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose"))
+@program(static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose"))
 def run_em(
     e_step,
     m_step,
