@@ -459,7 +459,7 @@ def parse_ks(text: str) -> list[int]:
 
 def run_compare(args) -> int:
 
-    from latentlab.impute import FAMILIES, _estimator_class, _max_k
+    from latentlab.impute import FAMILIES, family_class, max_components, progress
 
     _check_paths(args.data, [("-o", args.output)])
     source = read_table(args.data, args.delimiter, args.na_values, args.decimal)
@@ -478,10 +478,10 @@ def run_compare(args) -> int:
     models, skipped = {}, []
     for family in args.models:
         for K in ks:
-            if K > _max_k(family, n, d):
+            if K > max_components(family, n, d):
                 skipped.append(f"{family} K={K}")
                 continue
-            est = _estimator_class(family)(n_components=K, random_state=args.seed)
+            est = family_class(family)(n_components=K, random_state=args.seed)
             models[f"{FAMILIES[family]}(K={K})"] = est
     say = _stderr(args.quiet)
     if skipped:
@@ -489,14 +489,13 @@ def run_compare(args) -> int:
     if not models:
         raise InputError("no model left to compare; choose smaller K with -k")
     from latentlab.compare import compare
-    from latentlab.impute import _progress
 
     table = compare(
         models,
         data,
         cv=args.folds,
         random_state=args.seed,
-        progress=lambda items: _progress(items, "compare", int(not args.quiet)),
+        progress=lambda items: progress(items, "compare", int(not args.quiet)),
     )
     if "error" in table and table["error"].isna().all():
         table = table.drop(columns="error")

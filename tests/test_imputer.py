@@ -16,7 +16,8 @@ from sklearn.pipeline import make_pipeline
 
 import latentlab
 from latentlab import Imputer, rubin_pool
-from latentlab.impute import SEARCH_TOL, _pit_scores, default_candidates
+from latentlab.impute import SEARCH_TOL, default_candidates
+from latentlab.impute.calibration import pit_scores as _pit_scores
 
 N, D, RANK = 240, 6, 2
 NOISE = 0.7
