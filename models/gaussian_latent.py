@@ -38,7 +38,7 @@ import numpyro.distributions as dist
 from jax.scipy.linalg import cho_solve
 
 from latentlab.inference.linalg import solve_refined, spd_inverse_columns
-from latentlab.inference.summaries import bucket, scatter_about_mean
+from latentlab.inference.summaries import chunked, scatter_about_mean
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -326,17 +326,11 @@ def _scatter_about(X, shift):
 
 
 def _pad_rows(X, mask, chunk_size):
-    n_inc, d = X.shape
-    if n_inc == 0:
-        n_chunks, chunk = 0, 32
-    elif n_inc <= chunk_size:
-        n_chunks, chunk = 1, bucket(n_inc)
-    else:
-        n_chunks, chunk = -(-n_inc // chunk_size), chunk_size
-    pad = n_chunks * chunk - n_inc
-    X = np.concatenate([X, np.zeros((pad, d))]).reshape(n_chunks, chunk, d)
-    mask = np.concatenate([mask, np.zeros((pad, d))]).reshape(n_chunks, chunk, d)
-    return X, mask
+    """The rows with missing entries as (n_chunks, rows per chunk, d) blocks; no rows
+    give no chunks (complete data skip the per-row E-step altogether)."""
+    if X.shape[0] == 0:
+        return np.zeros((0, 32, X.shape[1])), np.zeros((0, 32, X.shape[1]))
+    return chunked(X, chunk_size), chunked(mask, chunk_size)
 
 
 def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):

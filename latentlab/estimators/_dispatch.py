@@ -23,9 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.inference.programs import QUICK_COMPILE_MAX_WORK, Program
-from latentlab.inference.summaries import bucket
+from latentlab.inference.summaries import bucket, pad_rows
 
 __all__ = ["QUICK_COMPILE_MAX_WORK", "call", "map_rows", "row_bucket", "to_device"]
+
 
 def call(compiled: Program, work: int, *args, **static):
     """``compiled(*args, **static)``, through its quick-compile variant when ``work`` (a
@@ -70,7 +71,6 @@ def map_rows(jitted, X: np.ndarray, *args, work_per_row: int | None = None, **st
     input row alone."""
     n = X.shape[0]
     padded = row_bucket(n)
-    if padded != n:
-        X = np.concatenate([X, np.zeros((padded - n, *X.shape[1:]), dtype=X.dtype)])
+    X = pad_rows(X, padded)
     per_row = int(np.prod(X.shape[1:])) if work_per_row is None else work_per_row
     return call(jitted, padded * per_row, to_device(X), *args, **static)[:n]

@@ -13,30 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from latentlab.estimators.base import to_numpy
-from latentlab.inference.summaries import bucket
+from latentlab.inference.summaries import bucket, chunked, pad_rows, padded_size
 
 __all__ = ["bucket", "padded_size", "pad_rows", "chunked", "map_row_chunks"]
-
-
-def padded_size(n: int, chunk: int) -> tuple[int, int]:
-    """``(rows per chunk, number of chunks)`` that hold ``n`` rows."""
-    if n <= chunk:
-        return bucket(n), 1
-    return chunk, -(-n // chunk)
-
-
-def pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
-    """``a`` with zero rows appended up to ``rows`` rows."""
-    extra = rows - a.shape[0]
-    if extra == 0:
-        return a
-    return np.concatenate([a, np.zeros((extra, *a.shape[1:]), dtype=a.dtype)])
-
-
-def chunked(a: np.ndarray, chunk: int) -> np.ndarray:
-    """``a`` (n, ...) zero-padded and reshaped to (n_chunks, rows per chunk, ...)."""
-    size, count = padded_size(a.shape[0], chunk)
-    return pad_rows(a, size * count).reshape(count, size, *a.shape[1:])
 
 
 def map_row_chunks(fn, *row_arrays, chunk: int = 4096):

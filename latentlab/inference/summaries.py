@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bucket", "scatter_about_mean"]
+__all__ = ["bucket", "chunked", "pad_rows", "padded_size", "scatter_about_mean"]
 
 # n mean^2 < SAFE_RATIO * (centred sum of squares) loses < ~1e-12 relative accuracy
 SAFE_RATIO = 1e4
@@ -49,3 +49,26 @@ def bucket(n: int, smallest: int = 32) -> int:
         return size
     step = size // 8
     return -(-n // step) * step
+
+
+def padded_size(n: int, chunk: int) -> tuple[int, int]:
+    """``(rows per chunk, number of chunks)`` that hold ``n`` rows: one chunk of
+    :func:`bucket` rows up to ``chunk`` rows, whole chunks of ``chunk`` rows beyond."""
+    if n <= chunk:
+        return bucket(n), 1
+    return chunk, -(-n // chunk)
+
+
+def pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``rows`` rows (``a`` itself if none)."""
+    extra = rows - a.shape[0]
+    if extra == 0:
+        return a
+    return np.concatenate([a, np.zeros((extra, *a.shape[1:]), dtype=a.dtype)])
+
+
+def chunked(a: np.ndarray, chunk: int) -> np.ndarray:
+    """``a`` (n, ...) zero-padded and reshaped to (n_chunks, rows per chunk, ...)
+    (:func:`padded_size`)."""
+    size, count = padded_size(a.shape[0], chunk)
+    return pad_rows(a, size * count).reshape(count, size, *a.shape[1:])
