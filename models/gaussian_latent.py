@@ -430,20 +430,31 @@ def sample_loadings_and_mean(n_features: int, n_components: int):
     return W, mu
 
 
-def _observed_marginal(X, W, mu, noise_var, has_missing):
-    """The marginal of x over z as a LowRankMultivariateNormal, exact for missing entries.
+# The variance whose normal density at its own mean is exactly 1.  ``handlers.mask``
+# can only drop whole rows; the declarations instead put a missing coordinate at its
+# mean, cut it from every covariance term and give it this variance, so it contributes
+# a factor N(0 | 0, 1/(2 pi)) = 1 and a row's log-density is exactly its marginal over
+# the observed coordinates (used by every model with NaN entries).
+UNIT_DENSITY_VARIANCE = 1.0 / (2.0 * math.pi)
 
-    ``handlers.mask`` can only drop whole rows.  For a missing coordinate we instead
-    put the observation at mu, zero that row of W and give it variance 1/(2 pi): its
-    factor in the density is then N(0 | 0, 1/(2 pi)) = 1, so the row's log-density is
-    exactly its marginal over the observed coordinates.  ``noise_var`` is (d,).
-    """
+
+def masked_low_rank(observed, loc, value, cov_factor, cov_diag):
+    """``(value filled, cov_factor, cov_diag)`` of a LowRankMultivariateNormal(loc,
+    cov_factor, cov_diag) whose density at the filled value is the marginal of the
+    ``observed`` coordinates (see :data:`UNIT_DENSITY_VARIANCE`)."""
+    return (
+        jnp.where(observed, value, loc),
+        cov_factor * observed[..., None],
+        jnp.where(observed, cov_diag, UNIT_DENSITY_VARIANCE),
+    )
+
+
+def _observed_marginal(X, W, mu, noise_var, has_missing):
+    """The marginal of x over z as a LowRankMultivariateNormal, exact for missing
+    entries (:func:`masked_low_rank`).  ``noise_var`` is (d,)."""
     if not has_missing:
         return dist.LowRankMultivariateNormal(mu, W, noise_var), X
-    observed = ~jnp.isnan(X)
-    x_filled = jnp.where(observed, X, mu)
-    cov_factor = W * observed[..., None]
-    cov_diag = jnp.where(observed, noise_var, 1.0 / (2.0 * math.pi))
+    x_filled, cov_factor, cov_diag = masked_low_rank(~jnp.isnan(X), mu, X, W, noise_var)
     return dist.LowRankMultivariateNormal(mu, cov_factor, cov_diag), x_filled
 
 

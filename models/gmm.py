@@ -35,7 +35,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import logsumexp
-from latentlab.models.gaussian_latent import detect_missing
+from latentlab.models.gaussian_latent import UNIT_DENSITY_VARIANCE, detect_missing
 from numpyro import handlers
 from numpyro.distributions import constraints
 from numpyro.ops.indexing import Vindex
@@ -183,14 +183,15 @@ def masked_components(X, means, L):
 
     ``handlers.mask`` can only drop whole rows.  Instead, a missing coordinate is set
     to 0, its mean to 0, its covariance row and column to 0 and its variance to
-    1/(2 pi): it then contributes a factor N(0 | 0, 1/(2 pi)) = 1, exactly, and leaves
-    the observed block Sigma_oo untouched.  Returns ``(X_filled, locs (n, K, d),
+    1/(2 pi) (:data:`~latentlab.models.gaussian_latent.UNIT_DENSITY_VARIANCE`): it
+    then contributes a factor N(0 | 0, 1/(2 pi)) = 1, exactly, and leaves the observed
+    block Sigma_oo untouched.  Returns ``(X_filled, locs (n, K, d),
     scale_tril (n, K, d, d))``.
     """
     observed = ~jnp.isnan(X)
     o = observed.astype(means.dtype)
     cov = L @ jnp.swapaxes(L, -1, -2)
-    inflate = (1.0 - o) / (2.0 * math.pi)
+    inflate = (1.0 - o) * UNIT_DENSITY_VARIANCE
     masked_cov = o[:, None, :, None] * cov[None] * o[:, None, None, :]
     masked_cov = masked_cov + inflate[:, None, :, None] * jnp.eye(means.shape[1])
     locs = o[:, None, :] * means[None]

@@ -44,6 +44,7 @@ from latentlab.models.gaussian_latent import (
     GaussianData,
     detect_missing,
     expected_stats,
+    masked_low_rank,
     observe_rows,
     row_posteriors,
     solve_regression,
@@ -180,11 +181,8 @@ def spca_model(
     loc, factor = _conditional_y(X, W_x, W_y, mu_x, mu_y, x_noise, sigma2_y)
     noise = sigma2_y * jnp.ones(d_y)
     obs = y
-    if y is not None and has_missing:  # missing targets contribute exactly 0 (see PPCA)
-        observed = ~jnp.isnan(y)
-        obs = jnp.where(observed, y, loc)
-        factor = factor * observed[..., None]
-        noise = jnp.where(observed, noise, 1.0 / (2.0 * math.pi))
+    if y is not None and has_missing:  # missing targets contribute exactly 0
+        obs, factor, noise = masked_low_rank(~jnp.isnan(y), loc, y, factor, noise)
     with numpyro.plate("rows_y", n_samples):
         numpyro.sample("y", dist.LowRankMultivariateNormal(loc, factor, noise), obs=obs)
 
