@@ -393,20 +393,61 @@ def conditional_missing(W, mu, noise_precision, X, mask):
     return jnp.where(observed, X, pred), jnp.where(observed, 0.0, var), z_mean, z_cov
 
 
+def marginal_covariance(W, noise_variance) -> np.ndarray:
+    """The model covariance of x, ``W W^T + diag(noise_variance)`` (NumPy)."""
+    W = np.asarray(W)
+    return W @ W.T + np.diag(noise_variance)
+
+
+def marginal_precision(W, noise_variance) -> np.ndarray:
+    """Inverse of :func:`marginal_covariance` by the Woodbury identity, O(d^2 K):
+    ``Psi^{-1} - Psi^{-1} W M^{-1} W^T Psi^{-1}`` with ``M = I + W^T Psi^{-1} W``
+    (the posterior precision of z)."""
+    W = np.asarray(W)
+    psi_inv = 1.0 / np.asarray(noise_variance)
+    M = np.eye(W.shape[1]) + (W.T * psi_inv) @ W
+    B = np.linalg.solve(M, W.T * psi_inv)
+    return np.diag(psi_inv) - (W * psi_inv[:, None]) @ B
+
+
+def draw_rows(z_mean, z_cov, W, mu, noise_variance, rng) -> np.ndarray:
+    """One draw of every row from the model given its posterior of z: z ~ N(z_mean,
+    z_cov) (n, K) and (n, K, K), then x | z ~ N(W z + mu, diag(noise_variance)), so the
+    coordinates keep their correlations (NumPy, ``rng`` a ``RandomState``)."""
+    chol = np.linalg.cholesky(z_cov)
+    z = z_mean + np.einsum("nkl,nl->nk", chol, rng.standard_normal(z_mean.shape))
+    n, d = z.shape[0], np.shape(W)[0]
+    return z @ np.asarray(W).T + mu + np.sqrt(noise_variance) * rng.standard_normal((n, d))
+
+
+def orient_columns(W, *columns_along):
+    """Loadings ``W`` (d, K) with columns by decreasing sum of squares, each with its
+    largest-magnitude entry positive (as scikit-learn's ``svd_flip``), in NumPy.
+
+    Arrays in ``columns_along`` (one entry per column, e.g. Bayesian PCA's alpha) are
+    reordered with the columns.  Returns ``W`` alone, or ``(W, *columns_along)``.
+    """
+    W = np.asarray(W)
+    order = np.argsort(-np.sum(W**2, axis=0), kind="stable")
+    W = W[:, order]
+    signs = np.sign(W[np.abs(W).argmax(axis=0), np.arange(W.shape[1])])
+    W = W * np.where(signs == 0, 1.0, signs)
+    if not columns_along:
+        return W
+    return (W, *(np.asarray(a)[order] for a in columns_along))
+
+
 def canonical_loadings(W) -> np.ndarray:
     """Rotate loadings to their principal axes and fix each column's sign (NumPy).
 
     The likelihood depends on W only through W W^T, so W R for any orthogonal R is
     equally good.  Reporting W = U S (from W = U S V^T) makes the columns orthogonal
-    and ordered by norm, and the sign rule (largest-magnitude entry positive, as in
-    scikit-learn's ``svd_flip``) makes the result deterministic.  Computed on the
-    host: a d x K SVD costs microseconds, a compiled program for it a compile.
+    and ordered by norm, and :func:`orient_columns` makes the result deterministic.
+    Computed on the host: a d x K SVD costs microseconds, a compiled program for it a
+    compile.
     """
-    W = np.asarray(W)
-    U, S, _ = np.linalg.svd(W, full_matrices=False)
-    W = U * S
-    signs = np.sign(W[np.argmax(np.abs(W), axis=0), np.arange(W.shape[1])])
-    return W * np.where(signs == 0, 1.0, signs)
+    U, S, _ = np.linalg.svd(np.asarray(W), full_matrices=False)
+    return orient_columns(U * S)
 
 
 # ----------------------------------------------------------------------------- declaration

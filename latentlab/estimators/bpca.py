@@ -16,6 +16,7 @@ from latentlab.estimators.gaussian_latent import (
     IsotropicNoiseMixin,
 )
 from latentlab.models import bpca
+from latentlab.models.gaussian_latent import orient_columns
 
 __all__ = ["BayesianPCA"]
 
@@ -158,11 +159,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         # not rotation invariant (and its MAP already has orthogonal columns).  Order
         # the columns by norm, fix their signs, and carry alpha along.
         out = {name: to_numpy(value) for name, value in params._asdict().items()}
-        W, alpha = out["W"], out["alpha"]
-        order = np.argsort(-np.sum(W**2, axis=0), kind="stable")
-        W, alpha = W[:, order], alpha[order]
-        signs = np.sign(W[np.abs(W).argmax(axis=0), np.arange(W.shape[1])])
-        W = W * np.where(signs == 0, 1.0, signs)
+        W, alpha = orient_columns(out["W"], out["alpha"])
         keep = np.asarray(bpca.active_columns(W, self._b(), self.prune_threshold))
         out["W"], out["alpha"] = W * keep, alpha
         self.effective_rank_ = int(keep.sum())

@@ -14,7 +14,7 @@ from latentlab._validation import check_option
 from latentlab.estimators.base import to_numpy
 from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
 from latentlab.models import factor_analysis as fa
-from latentlab.models.gaussian_latent import canonical_loadings
+from latentlab.models.gaussian_latent import canonical_loadings, orient_columns
 
 __all__ = ["FactorAnalysis"]
 
@@ -31,13 +31,6 @@ def _log_jacobian(counts, scale):
     feature j: sum_j counts_j log scale_j (per entry, log N(s x | s m, s^2 v) =
     log N(x | m, v) - log s)."""
     return float(np.sum(np.asarray(counts, np.float64) * np.log(scale)))
-
-
-def _order_and_sign(W):
-    """Columns by decreasing sum of squares, each with its largest entry positive."""
-    W = W[:, np.argsort(-np.sum(W**2, axis=0), kind="stable")]
-    signs = np.sign(W[np.abs(W).argmax(axis=0), np.arange(W.shape[1])])
-    return W * np.where(signs == 0, 1.0, signs)
 
 
 class FactorAnalysis(GaussianLatentEstimator):
@@ -207,10 +200,10 @@ class FactorAnalysis(GaussianLatentEstimator):
         # units, so it does not depend on the features' units; a rotation, as in
         # scikit-learn, acts on the loadings in the data's units.
         s = self.__dict__.pop("_feature_scale")[:, None]  # scratch of this fit only
-        W = _order_and_sign(to_numpy(canonical_loadings(params.W / s))) * s
+        W = orient_columns(to_numpy(canonical_loadings(params.W / s))) * s
         if self.rotation is not None and W.shape[1] > 0:
             gamma = 1.0 if self.rotation == "varimax" else 0.0
-            W = _order_and_sign(to_numpy(_rotated(W.astype(params.W.dtype), gamma=gamma)))
+            W = orient_columns(to_numpy(_rotated(W.astype(params.W.dtype), gamma=gamma)))
         out = {name: to_numpy(value) for name, value in params._asdict().items()}
         out["W"] = W
         return out

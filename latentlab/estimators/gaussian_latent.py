@@ -34,6 +34,9 @@ from latentlab.inference.em import run_em
 from latentlab.models.gaussian_latent import (
     canonical_loadings,
     conditional_missing,
+    draw_rows,
+    marginal_covariance,
+    marginal_precision,
     mean_imputed_pca,
     padded_columns,
     row_posteriors,
@@ -479,17 +482,12 @@ class GaussianLatentEstimator(
     def get_covariance(self) -> np.ndarray:
         """Model covariance of x: ``W W^T + Psi``, shape (n_features, n_features)."""
         check_is_fitted(self)
-        W = self.params_["W"]
-        return W @ W.T + np.diag(self._noise_variance_vector())
+        return marginal_covariance(self.params_["W"], self._noise_variance_vector())
 
     def get_precision(self) -> np.ndarray:
         """Inverse model covariance by the Woodbury identity (O(d^2 K))."""
         check_is_fitted(self)
-        W = self.params_["W"]
-        psi_inv = 1.0 / self._noise_variance_vector()
-        M = np.eye(W.shape[1]) + (W.T * psi_inv) @ W
-        B = np.linalg.solve(M, W.T * psi_inv)
-        return np.diag(psi_inv) - (W * psi_inv[:, None]) @ B
+        return marginal_precision(self.params_["W"], self._noise_variance_vector())
 
     # -- likelihood ---------------------------------------------------------------------
 
@@ -581,13 +579,8 @@ class GaussianLatentEstimator(
         X, mask = self._observed(X, allow_empty_rows=True)
         z_mean, z_cov = self._posterior(X, mask)
         rng = check_random_state(random_state)
-        W, mu = self.params_["W"], self.params_["mu"]
-        noise_sd = np.sqrt(self._noise_variance_vector())
-        chol = np.linalg.cholesky(z_cov)
-        n, d = X.shape
-        draws = np.empty((n_imputations, n, d))
+        W, mu, noise = self.params_["W"], self.params_["mu"], self._noise_variance_vector()
+        draws = np.empty((n_imputations, *X.shape))
         for m in range(n_imputations):
-            z = z_mean + np.einsum("nkl,nl->nk", chol, rng.standard_normal(z_mean.shape))
-            x = z @ W.T + mu + noise_sd * rng.standard_normal((n, d))
-            draws[m] = np.where(mask > 0, X, x)
+            draws[m] = np.where(mask > 0, X, draw_rows(z_mean, z_cov, W, mu, noise, rng))
         return draws
