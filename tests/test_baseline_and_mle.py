@@ -99,3 +99,13 @@ def test_noise_variance_init_starts_em_there_and_reaches_sklearns_optimum(wine):
         latentlab.FactorAnalysis(3, noise_variance_init=np.ones(3)).fit(X)
     with pytest.raises(ValueError, match="positive and finite"):
         latentlab.FactorAnalysis(3, noise_variance_init=-psi0).fit(X)
+
+
+def test_factor_analysis_copy_false_leaves_x_as_it_was(wine):
+    X = wine.copy()
+    X[3, 2] = np.nan
+    before = X.copy()
+    fitted = latentlab.FactorAnalysis(2, copy=False).fit(X)
+    np.testing.assert_array_equal(X, before)  # NaN in place, values untouched
+    reference = latentlab.FactorAnalysis(2).fit(before)
+    assert fitted.score(before) == reference.score(before)

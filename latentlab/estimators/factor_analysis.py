@@ -72,6 +72,9 @@ class FactorAnalysis(GaussianLatentEstimator):
         solution), as scikit-learn's parameter; None: each feature's variance left
         unexplained by those loadings.  Only the start: the fit is the same optimum
         wherever EM converges to it.
+    copy : bool, default=True
+        Accepted for scikit-learn compatibility; latentlab never writes into X, so
+        ``copy=False`` changes nothing.
 
     Attributes
     ----------
@@ -115,10 +118,12 @@ class FactorAnalysis(GaussianLatentEstimator):
         dtype="float64",
         verbose=0,
         noise_variance_init=None,
+        copy=True,
     ):
         self.n_components = n_components
         self.rotation = rotation
         self.noise_variance_init = noise_variance_init
+        self.copy = copy
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
