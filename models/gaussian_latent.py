@@ -286,21 +286,36 @@ def mean_imputed_pca(data: GaussianData, n, n_columns: int, n_components=None) -
 # K of a bucket (a rank search compiles once per bucket, not once per K).
 
 SMALLEST_BUCKET = 4
+# Small problems share one bucket for every K up to this: a rank search (Imputer,
+# compare, GridSearchCV) then compiles one program, and the padded arithmetic costs
+# at most SMALL_WORK multiply-adds per EM iteration (~1 ms).
+SHARED_BUCKET = 16
+SMALL_WORK = 1 << 22
 # Padding stops paying when its extra arithmetic outweighs a compile (~0.5 s): at
 # about this many multiply-adds per EM iteration, the fit uses exactly K columns.
 PADDING_MAX_WORK = 1 << 26
 
 
+def _iteration_work(n_columns: int, n_features: int, n_missing_rows: int) -> int:
+    """Multiply-adds of one EM iteration, roughly: ``d^2 K`` for the complete rows'
+    summary, ``n d K^2`` for rows with missing entries, ``d K^3`` for the M-step."""
+    d, K = n_features, n_columns
+    return d * d * K + (n_missing_rows + 1) * d * K * K + d * K**3
+
+
 def padded_columns(n_components: int, n_features: int, n_missing_rows: int = 0) -> int:
-    """Number of loadings columns to fit K = ``n_components`` with: K rounded up to a
-    power of two (at least :data:`SMALLEST_BUCKET`), or K itself when the padded
-    per-iteration work (``d^2 K`` for the complete rows' summary, ``n d K^2`` for
-    rows with missing entries) would be large."""
-    K = int(n_components)
+    """Number of loadings columns to fit K = ``n_components`` with.
+
+    Small problems: :data:`SHARED_BUCKET` for every K up to it.  Otherwise K rounded
+    up to a power of two (at least :data:`SMALLEST_BUCKET`), or K itself when that
+    padded work would be large (:func:`_iteration_work` over
+    :data:`PADDING_MAX_WORK`).
+    """
+    K, d, m = int(n_components), int(n_features), int(n_missing_rows)
+    if K <= SHARED_BUCKET and _iteration_work(SHARED_BUCKET, d, m) <= SMALL_WORK:
+        return SHARED_BUCKET
     padded = max(SMALLEST_BUCKET, 1 << (K - 1).bit_length())
-    d = int(n_features)
-    work = d * d * padded + (int(n_missing_rows) + 1) * d * padded * padded + d * padded**3
-    return padded if work <= PADDING_MAX_WORK else K
+    return padded if _iteration_work(padded, d, m) <= PADDING_MAX_WORK else K
 
 
 def column_normals(key, n_features: int, n_columns: int, dtype):

@@ -98,17 +98,12 @@ def test_zero_padded_columns_give_the_unpadded_fit(monkeypatch, name, missing):
 
 
 def test_bucket_rule():
-    assert [padded_columns(K, 10) for K in (1, 2, 3, 4, 5, 8, 9, 16, 17)] == [
-        4,
-        4,
-        4,
-        4,
-        8,
-        8,
-        16,
-        16,
-        32,
-    ]
+    # small problems: one shared bucket of 16 columns for every K up to 16
+    assert {padded_columns(K, 10) for K in range(1, 17)} == {16}
+    assert padded_columns(17, 10) == 32
+    # mid-size: powers of two from 4
+    assert [padded_columns(K, 600) for K in (1, 3, 4, 5, 9, 16)] == [4, 4, 4, 8, 16, 16]
+    assert padded_columns(3, 40, n_missing_rows=5000) == 4
     # large problems are fitted with exactly K columns: padding would cost more than
     # a compile saves
     assert padded_columns(5, 5000) == 5
