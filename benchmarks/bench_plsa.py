@@ -116,20 +116,24 @@ def nmf_iterations_to(X, X_fit, K, theta0, phi0, lengths, target, chunk, cap):
 
 
 def em_loop_timer(X, K: int, iterations: int, theta0, phi0):
-    """The EM engine alone: ``iterations`` plain EM steps, no fold-in."""
+    """The EM engine alone: ``iterations`` plain EM steps, no fold-in, with the topics
+    padded as ``PLSA`` pads them."""
     import jax
     import jax.numpy as jnp
     from latentlab.models import plsa
 
-    from latentlab.estimators.plsa import _corpus, _driver
+    from latentlab.estimators.plsa import _corpus, _pad_topics, _padded_topics
+    from latentlab.inference.em import run_em as run
 
     with jax.enable_x64(True):
         corpus = _corpus(X, jnp.float64)
-        n_pad = corpus.doc_mask.shape[0]
+        n_pad, n_topics = corpus.doc_mask.shape[0], _padded_topics(corpus, K)
         theta = np.vstack([theta0, np.full((n_pad - X.shape[0], K), 1.0 / K)])
-        starts = plsa.Params(jnp.asarray(theta)[None], jnp.asarray(phi0)[None])
-        hyper = plsa.Hyper(*(jnp.asarray(v, jnp.float64) for v in (1.0, 1.0, 0.0, 1.0)))
-        run = _driver("em", corpus, K)
+        theta, phi = _pad_topics(theta, phi0, n_topics)
+        starts = plsa.Params(jnp.asarray(theta)[None], jnp.asarray(phi)[None])
+        mask = (np.arange(n_topics) < K).astype(np.float64)
+        values = (jnp.asarray(v, jnp.float64) for v in (1.0, 1.0, 0.0, 1.0))
+        hyper = plsa.Hyper(*values, topic_mask=jnp.asarray(mask))
 
     def fit(_):
         with jax.enable_x64(True):

@@ -37,6 +37,11 @@ index, word index, count), so an iteration costs O(nnz K) for dense and sparse i
 A corpus that is dense enough also carries its (D, W) matrix, and the untempered E-step
 (EM and fold-in) then runs as three dense matrix products, O(D W K) multiply-adds that
 are cheaper on CPU than the gathers and scatter-adds at the nonzeros.
+
+The topic axis may carry padding topics (``Hyper.topic_mask``): zero columns of theta,
+which EM, fold-in and SQUAREM's extrapolation all leave at exactly zero, with no prior
+pseudo-counts or density, so that fits with nearby numbers of topics share one compiled
+program and reach the same parameters.
 """
 
 from __future__ import annotations
@@ -89,6 +94,12 @@ class Hyper(NamedTuple):
     topic_word_prior: jax.Array  # () Dirichlet concentration of every phi_k
     prior_weight: jax.Array  # () 1: objective is the log joint (MAP), 0: log-likelihood
     tempering: jax.Array  # () beta in (0, 1]; read only by the tempered step functions
+    # (K,) 1 for a topic of the model, 0 for a padding topic (None: every topic is real).
+    # The estimator pads the topic axis to a bucket so that fits with nearby numbers of
+    # topics share one compiled program: a padding topic has theta[:, k] = 0 exactly,
+    # a fixed point of EM (n_dk = theta_dk (...) = 0), gets no prior pseudo-counts and
+    # no prior density, and its phi row never moves, so it changes nothing.
+    topic_mask: jax.Array | None = None
 
 
 class Corpus(NamedTuple):
@@ -102,6 +113,8 @@ class Corpus(NamedTuple):
     # (D, W) the same counts as a dense matrix, or None.  Given, the untempered E-step
     # uses dense matrix products instead of gathers and scatters at the nonzeros,
     # faster on CPU for corpora with more than ~30% nonzeros (the estimator's rule).
+    # The untempered steps then never read doc, word and count, which may be empty
+    # (the estimator leaves them out, so its programs' shapes do not depend on nnz).
     dense: jax.Array | None = None
 
 
@@ -197,23 +210,46 @@ def init_params(rng, n_documents: int, n_words: int, n_components: int) -> Param
 _FLOOR = 1e-3
 
 
-def _onto_simplex(p):
-    """Rows with a negative entry (after an extrapolation step) back onto the simplex."""
+def _onto_simplex(p, size=None):
+    """Rows with a negative entry (after an extrapolation step) back onto the simplex
+    of ``size`` coordinates (default: the row's length; padding topics, which stay at
+    exactly 0, do not count)."""
+    size = p.shape[-1] if size is None else size
     outside = jnp.any(p < 0, axis=-1, keepdims=True)
-    lifted = jnp.where(p < 0, _FLOOR / p.shape[-1], p)
+    lifted = jnp.where(p < 0, _FLOOR / size, p)
     return jnp.where(outside, lifted / jnp.sum(lifted, axis=-1, keepdims=True), p)
 
 
-def _log_dirichlet_rows(p, concentration):
-    """log Dirichlet(p_row | concentration) of every row, symmetric; 0 log 0 = 0."""
-    n = p.shape[-1]
+def _topic_mask(hyper: Hyper, n_topics: int, dtype):
+    """(K,) 1 for a real topic, 0 for a padding topic."""
+    if hyper.topic_mask is None:  # static: the pytree's structure
+        return jnp.ones(n_topics, dtype)
+    return jnp.asarray(hyper.topic_mask, dtype)
+
+
+def _onto_topics(theta, hyper: Hyper):
+    """:func:`_onto_simplex` for the documents' topic proportions."""
+    if hyper.topic_mask is None:
+        return _onto_simplex(theta)
+    return _onto_simplex(theta, jnp.sum(hyper.topic_mask))
+
+
+def _log_dirichlet_rows(p, concentration, mask=None):
+    """log Dirichlet(p_row | concentration) of every row, symmetric; 0 log 0 = 0.  With
+    ``mask`` (last axis), only the coordinates where it is 1 make up the distribution."""
+    if mask is None:
+        n, exponent = p.shape[-1], concentration - 1.0
+    else:
+        n, exponent = jnp.sum(mask), (concentration - 1.0) * mask
     norm = gammaln(n * concentration) - n * gammaln(concentration)
-    return norm + jnp.sum(xlogy(concentration - 1.0, p), axis=-1)
+    return norm + jnp.sum(xlogy(exponent, p), axis=-1)
 
 
-def _log_dirichlet(p, concentration, row_mask):
-    """sum_rows row_mask * log Dirichlet(p_row | concentration)."""
-    return jnp.sum(jnp.where(row_mask > 0, _log_dirichlet_rows(p, concentration), 0.0))
+def _log_dirichlet(p, concentration, row_mask, mask=None):
+    """sum_rows row_mask * log Dirichlet(p_row | concentration) (``mask``: as for
+    :func:`_log_dirichlet_rows`)."""
+    rows = _log_dirichlet_rows(p, concentration, mask)
+    return jnp.sum(jnp.where(row_mask > 0, rows, 0.0))
 
 
 def _token_terms(theta, phi_entries, corpus: Corpus, tempering, tempered: bool):
@@ -256,9 +292,9 @@ def _objective(theta, phi, corpus: Corpus, hyper: Hyper, log_total):
     data_term = corpus.log_coefficient + jnp.sum(log_total)
 
     def log_prior():
-        value = _log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask)
-        ones = jnp.ones(phi.shape[0], phi.dtype)
-        return value + _log_dirichlet(phi, hyper.topic_word_prior, ones)
+        topics = _topic_mask(hyper, theta.shape[1], theta.dtype)
+        value = _log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask, topics)
+        return value + _log_dirichlet(phi, hyper.topic_word_prior, topics)
 
     # a cond, not a select: ML fits skip the D x K logarithms of every step (the
     # predicate is not batched across n_init starts, so it stays a branch under vmap)
@@ -287,7 +323,7 @@ def e_step(params: Params, corpus: Corpus, hyper: Hyper, *, tempered: bool = Fal
     With ``corpus.dense`` (and ``tempered=False``) by dense matrix products, otherwise
     at the nonzeros; the two agree to round-off.
     """
-    theta, phi = _onto_simplex(params.theta), _onto_simplex(params.phi)
+    theta, phi = _onto_topics(params.theta, hyper), _onto_simplex(params.phi)
     if corpus.dense is not None and not tempered:  # static: the pytree's structure
         stats, log_total = _dense_e_step(theta, phi, corpus.dense)
         return stats, _objective(theta, phi, corpus, hyper, log_total)
@@ -315,12 +351,23 @@ def m_step(stats: TopicStats, params: Params, hyper: Hyper) -> Params:
     A topic that no token uses keeps its old word distribution; a document without
     tokens (padding) gets uniform topic proportions.
     """
-    K = stats.doc_counts.shape[1]
-    theta = _normalise_rows(stats.doc_counts + (hyper.doc_topic_prior - 1.0), 1.0 / K)
-    phi = _normalise_rows(
-        stats.word_counts + (hyper.topic_word_prior - 1.0), _onto_simplex(params.phi)
-    )
-    return Params(theta, phi)
+    theta = _update_theta(stats.doc_counts, hyper)
+    return Params(theta, _update_phi(stats.word_counts, _onto_simplex(params.phi), hyper))
+
+
+def _update_theta(doc_counts, hyper: Hyper):
+    """theta's M-step: expected counts plus the prior's pseudo-counts, normalised; a
+    document without tokens (padding) gets uniform proportions over the real topics."""
+    topics = _topic_mask(hyper, doc_counts.shape[1], doc_counts.dtype)
+    uniform = topics / jnp.sum(topics)
+    return _normalise_rows(doc_counts + (hyper.doc_topic_prior - 1.0) * topics, uniform)
+
+
+def _update_phi(word_counts, phi, hyper: Hyper):
+    """phi's M-step; a topic that no token uses (a padding topic) keeps ``phi``."""
+    topics = _topic_mask(hyper, word_counts.shape[0], word_counts.dtype)
+    pseudo = (hyper.topic_word_prior - 1.0) * topics[:, None]
+    return _normalise_rows(word_counts + pseudo, phi)
 
 
 # ----------------------------------------------------------------------------- fold-in
@@ -337,7 +384,8 @@ class FoldInHyper(NamedTuple):
 
 def fold_in_hyper(phi, corpus: Corpus, hyper: Hyper) -> FoldInHyper:
     """Fold-in's fixed part for ``corpus``: the topics at its entries and their log prior."""
-    phi_log_prior = _log_dirichlet(phi, hyper.topic_word_prior, jnp.ones(phi.shape[0], phi.dtype))
+    topics = _topic_mask(hyper, phi.shape[0], phi.dtype)
+    phi_log_prior = _log_dirichlet(phi, hyper.topic_word_prior, topics)
     phi_dense = phi if corpus.dense is not None else None
     return FoldInHyper(phi.T[corpus.word], phi_log_prior, hyper, phi_dense)
 
@@ -350,7 +398,7 @@ def fold_in_e_step(
     Its objective is the full fit objective at (theta, phi), so the fold-in of the
     training corpus reports the fit's objective.
     """
-    theta = _onto_simplex(params.theta)
+    theta = _onto_topics(params.theta, fixed.hyper)
     n_docs = theta.shape[0]
     if corpus.dense is not None and fixed.phi is not None and not tempered:
         stats, log_total = _dense_e_step(theta, fixed.phi, corpus.dense)
@@ -364,9 +412,10 @@ def fold_in_e_step(
         doc_loglik = _doc_sum(corpus.count * log_probability, corpus, n_docs)
         doc_data = _doc_sum(log_total, corpus, n_docs)
     use_prior = fixed.hyper.prior_weight > 0
+    topics = _topic_mask(fixed.hyper, theta.shape[1], theta.dtype)
     doc_prior = jax.lax.cond(  # a branch: ML fold-in skips the D x K logarithms
         use_prior,
-        lambda: _log_dirichlet_rows(theta, fixed.hyper.doc_topic_prior) * corpus.doc_mask,
+        lambda: _log_dirichlet_rows(theta, fixed.hyper.doc_topic_prior, topics) * corpus.doc_mask,
         lambda: jnp.zeros_like(doc_data),
     )
     doc_objective = doc_data + doc_prior
@@ -376,9 +425,7 @@ def fold_in_e_step(
 
 
 def fold_in_m_step(stats: FoldInStats, params: DocTopics, fixed: FoldInHyper) -> DocTopics:
-    K = stats.doc_counts.shape[1]
-    prior = fixed.hyper.doc_topic_prior - 1.0
-    return DocTopics(_normalise_rows(stats.doc_counts + prior, 1.0 / K))
+    return DocTopics(_update_theta(stats.doc_counts, fixed.hyper))
 
 
 def fold_in(
@@ -402,7 +449,10 @@ def fold_in(
     at the returned theta.
     """
     e_step, m_step = partial(fold_in_e_step, tempered=tempered), fold_in_m_step
-    tokens = _doc_sum(corpus.count, corpus, theta.shape[0])
+    if corpus.dense is not None:  # the nonzeros may be left out of a dense corpus
+        tokens = jnp.sum(corpus.dense, axis=1)
+    else:
+        tokens = _doc_sum(corpus.count, corpus, theta.shape[0])
     threshold = tol * jnp.maximum(tokens, 1.0)
 
     def em(t):

@@ -1,8 +1,9 @@
 """pLSA: EM against KL-NMF, the declared-once contract, planted topics, fold-in, input.
 
 Every fit here uses the same corpus shape (60 documents x 40 words, K = 3), so XLA
-compiles the EM and fold-in programs once; tempered EM, max_iter=2 and the gradient
-MAP fit add one program each (static settings).
+compiles the fit and fold-in programs once; tempered EM, max_iter=2 and the gradient
+MAP fit add one program each (static settings), and the check of topic padding two
+unpadded ones.
 """
 
 import warnings
@@ -516,3 +517,82 @@ def test_fit_does_not_depend_on_the_padding_rows_draws(corpus):
     np.testing.assert_array_equal(a.log_likelihoods_, b.log_likelihoods_)
     for name in ("theta", "phi"):
         np.testing.assert_array_equal(a.params_[name], b.params_[name])
+
+
+# -- issue 14: few compiled programs ------------------------------------------------------
+
+
+def test_padded_topics_give_the_unpadded_fit(corpus, monkeypatch):
+    # EM runs with the topic axis padded to a multiple of 4 (K = 3 -> 4 here) by topics
+    # of exactly zero weight, a fixed point of EM, so that a search over K reuses one
+    # compiled program.  Oracle: the same fit without padding, ML, MAP and tempered.
+    # (SQUAREM's floor for a coordinate pushed below zero, 1e-3 of the uniform, counted
+    # the padding topics at first: the trace then differed from the 10th cycle on.)
+    import latentlab.estimators.plsa as estimator_module
+
+    for settings in ({}, PRIORS, {"tempering": 0.8}):
+        padded = PLSA(K, random_state=0, **settings).fit(corpus)
+        with monkeypatch.context() as patch:
+            patch.setattr(estimator_module, "topic_bucket", lambda n_components: n_components)
+            plain = PLSA(K, random_state=0, **settings).fit(corpus)
+        assert padded.n_iter_ == plain.n_iter_, settings
+        np.testing.assert_allclose(
+            padded.log_likelihoods_, plain.log_likelihoods_, rtol=1e-10, err_msg=str(settings)
+        )
+        np.testing.assert_allclose(padded.components_, plain.components_, rtol=0, atol=1e-10)
+        # theta comes out of the last fold-in, whose stop (a threshold on each cycle's
+        # change) a round-off difference can move by one cycle: seen 7e-10 here
+        np.testing.assert_allclose(
+            padded.params_["theta"], plain.params_["theta"], rtol=0, atol=1e-8
+        )
+        assert padded.params_["theta"].shape == (D, K) and padded.components_.shape == (K, W)
+
+
+COMPILE_COUNT = """
+import json, warnings
+import jax.monitoring
+from sklearn.datasets import load_digits
+from latentlab import PLSA
+
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **kwargs: compiles.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None
+)
+X = load_digits().data
+warnings.simplefilter("ignore")  # ConvergenceWarning at max_iter, unused pixels
+counts = {}
+est = PLSA(5, max_iter=50, random_state=0).fit(X)
+counts["fit"] = len(compiles)
+for n_components in (6, 7, 8):
+    PLSA(n_components, max_iter=50, random_state=0).fit(X)
+counts["more_topics"] = len(compiles) - counts["fit"]
+est.transform(X[:40])
+est.score(X[:50])
+counts["fold_in"] = len(compiles) - counts["fit"] - counts["more_topics"]
+print(json.dumps(counts))
+"""
+
+
+def test_a_cold_fit_compiles_few_programs():
+    # issue 14: one cold PLSA(5).fit(digits) compiled 31 XLA programs (~0.6 s of which
+    # was EM; the rest eager key, initialisation, normalisation and gather ops), a K
+    # search over 5-8 compiled 54 more, and fold-in 10 per new row count.  Now EM and
+    # the last fold-in are one program, with topics padded to a multiple of 4 and new
+    # documents' rows to a power of two.  In a fresh process (compile counts are
+    # deterministic there), without the persistent compilation cache.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LATENTLAB_CACHE_DIR": "", "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    out = subprocess.run(
+        [sys.executable, "-c", COMPILE_COUNT], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["fit"] <= 4, counts
+    assert counts["more_topics"] == 0, counts  # 6, 7, 8 topics pad to 8 as 5 does
+    assert counts["fold_in"] <= 1, counts  # 40 and 50 rows share the 64-row program

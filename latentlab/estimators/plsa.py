@@ -41,26 +41,155 @@ FOLD_IN_LIFT = 1e-3
 
 
 _QUICK = {"xla_backend_optimization_level": 0}
-_EM_STATIC = ("e_step", "m_step", "max_iter", "accelerate", "verbose")
+
+
+def _fit_program(
+    e_step,
+    m_step,
+    starts,
+    corpus,
+    hyper,
+    scale,
+    tol,
+    fold_in_tol,
+    *,
+    max_iter,
+    accelerate,
+    verbose,
+    tempered,
+):
+    """EM from ``starts``, then the last fold-in at the fitted topics: one program.
+
+    ``run_em`` is traced into this program, so a fit is one compilation (two programs
+    cost a second compilation and its overhead on every new shape).  Returns ``(theta,
+    phi, trace, n_iter, converged, objective)``, the objective at (theta, phi).
+    """
+    result = run_em(
+        e_step,
+        m_step,
+        starts,
+        corpus,
+        hyper,
+        scale,
+        tol,
+        max_iter=max_iter,
+        accelerate=accelerate,
+        verbose=verbose,
+    )
+    theta, phi = result.params
+    # A last fold-in makes each theta_d the exact maximiser for the final topics (as
+    # transform computes it).  It starts from the fitted theta mixed with a little of
+    # the uniform over the real topics: EM can leave a proportion at ~1e-8 that belongs
+    # at ~1e-3, and from there multiplicative updates regrow it so slowly that the
+    # per-cycle stopping rule fires first (a 60-document corpus: 0.08 nats short).
+    uniform = _uniform_topics(hyper, theta.shape[-1], theta.dtype)
+    theta = (1.0 - FOLD_IN_LIFT) * theta + FOLD_IN_LIFT * uniform
+    theta, _, objective, _, _ = plsa.fold_in(
+        theta,
+        corpus,
+        plsa.fold_in_hyper(phi, corpus, hyper),
+        fold_in_tol,
+        max_iter=FOLD_IN_MAX_ITER,
+        tempered=tempered,
+    )
+    return theta, phi, result.trace, result.n_iter, result.converged, objective
+
+
+def _uniform_topics(hyper: plsa.Hyper, n_topics: int, dtype):
+    """(n_topics,) uniform proportions over the real (unpadded) topics."""
+    if hyper.topic_mask is None:
+        return jnp.full(n_topics, 1.0 / n_topics, dtype)
+    return jnp.asarray(hyper.topic_mask / jnp.sum(hyper.topic_mask), dtype)
+
+
+def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
+    """Fold-in with topics ``phi``, from ``theta`` (None: uniform), as one program:
+    ``(theta, per-document sum x log p, objective, converged)``."""
+    if theta is None:
+        uniform = _uniform_topics(hyper, phi.shape[0], phi.dtype)
+        theta = jnp.broadcast_to(uniform, (corpus.doc_mask.shape[0], phi.shape[0]))
+    theta, stats, objective, _, converged = plsa.fold_in(
+        theta,
+        corpus,
+        plsa.fold_in_hyper(phi, corpus, hyper),
+        tol,
+        max_iter=max_iter,
+        tempered=tempered,
+    )
+    return theta, stats.doc_loglik, objective, converged
+
+
+_FIT_STATIC = ("e_step", "m_step", "max_iter", "accelerate", "verbose", "tempered")
 _FOLD_IN_STATIC = ("max_iter", "tempered")
 # Small corpora run the same programs compiled with LLVM optimisation off, which
 # compiles several times faster (see latentlab.estimators._dispatch).
 _DRIVERS = {
-    "em": (
-        run_em,
-        jax.jit(run_em.__wrapped__, static_argnames=_EM_STATIC, compiler_options=_QUICK),
+    "fit": (
+        jax.jit(_fit_program, static_argnames=_FIT_STATIC),
+        jax.jit(_fit_program, static_argnames=_FIT_STATIC, compiler_options=_QUICK),
     ),
     "fold_in": (
-        jax.jit(plsa.fold_in, static_argnames=_FOLD_IN_STATIC),
-        jax.jit(plsa.fold_in, static_argnames=_FOLD_IN_STATIC, compiler_options=_QUICK),
+        jax.jit(_fold_in_program, static_argnames=_FOLD_IN_STATIC),
+        jax.jit(_fold_in_program, static_argnames=_FOLD_IN_STATIC, compiler_options=_QUICK),
     ),
 }
 
 
+def _work(corpus: plsa.Corpus, n_components: int) -> int:
+    """Elements an E-step touches: (D, W, K) products dense, (nnz, K) at the nonzeros."""
+    if corpus.dense is not None:
+        return corpus.dense.size * n_components
+    return corpus.count.shape[0] * n_components
+
+
 def _driver(name: str, corpus: plsa.Corpus, n_components: int):
-    """The compiled EM or fold-in loop for this corpus size."""
+    """The compiled fit or fold-in program for this corpus size."""
     full, quick = _DRIVERS[name]
-    return quick if corpus.count.shape[0] * n_components <= QUICK_COMPILE_MAX_WORK else full
+    return quick if _work(corpus, n_components) <= QUICK_COMPILE_MAX_WORK else full
+
+
+# Topic padding costs every step up to 3/K more matrix work (measured on digits, two
+# threads: +10% per SQUAREM cycle at K = 5 -> 8, +7% at 10 -> 12; more on one thread)
+# and saves a compilation (~0.5-1 s) per new K.  It pays on corpora up to about ten
+# times digits' E-step (2,048 x 64 x 8 elements); larger ones keep their K.
+PAD_TOPICS_MAX_WORK = 1 << 23
+
+
+def _padded_topics(corpus: plsa.Corpus, n_components: int) -> int:
+    """The number of topics to compute with for ``corpus``: :func:`topic_bucket` unless
+    the corpus is large enough for the padding's run time to outweigh a compilation."""
+    n_topics = topic_bucket(n_components)
+    return n_topics if _work(corpus, n_topics) <= PAD_TOPICS_MAX_WORK else n_components
+
+
+def topic_bucket(n_components: int) -> int:
+    """Topics the fit computes with: ``n_components`` rounded up to a multiple of 4.
+
+    The padding topics hold exactly zero weight (a fixed point of EM), so the fit is
+    the same, and fits with 5-8 (9-12, ...) topics, as in a search over K, share one
+    compiled program.
+    """
+    return -(-int(n_components) // 4) * 4
+
+
+def _pad_topics(theta, phi, n_topics):
+    """theta (..., D, K) with zero columns and phi (..., K, W) with uniform rows, up to
+    ``n_topics``: padding topics that nothing uses."""
+    pad = n_topics - theta.shape[-1]
+    if pad == 0:
+        return theta, phi
+    zeros = np.zeros((*theta.shape[:-1], pad))
+    uniform = np.full((*phi.shape[:-2], pad, phi.shape[-1]), 1.0 / phi.shape[-1])
+    return np.concatenate([theta, zeros], -1), np.concatenate([phi, uniform], -2)
+
+
+def _fold_in_rows(n: int) -> int:
+    """Padded row count for folding in ``n`` new documents: a power of two (at least
+    32) up to 4096 rows, so that calls with different row counts share few programs;
+    above that the fit's buckets (padding adds at most a quarter)."""
+    if n <= 4096:
+        return max(32, 1 << (max(n, 1) - 1).bit_length())
+    return bucket(n, 32)
 
 
 def _check_positive_int(name, value):
@@ -102,34 +231,41 @@ def _tolerance_scale(csr) -> float:
     return max(float(-np.sum(csr.data * np.log(frequencies[csr.indices]))), 1.0)
 
 
-def _corpus(csr, dtype, dense=None) -> plsa.Corpus:
-    """The nonzeros of ``csr`` as a padded :class:`~latentlab.models.plsa.Corpus`; with
-    the dense count matrix too when ``dense`` (None: decided by the density)."""
+def _corpus(csr, dtype, dense=None, *, nonzeros=None, new_documents=False) -> plsa.Corpus:
+    """The counts of ``csr`` as a padded :class:`~latentlab.models.plsa.Corpus` of NumPy
+    arrays (handed to the jitted programs as they are: ``jnp.asarray`` of an integer
+    array compiles a program per shape).
+
+    ``dense``: carry the dense count matrix (None: decided by the density).
+    ``nonzeros``: carry the nonzero entries (None: unless the matrix is carried; the
+    untempered steps never read them then, and leaving them out keeps the programs'
+    shapes independent of the number of nonzeros).  ``new_documents``: documents to
+    fold in, padded to the coarser buckets of :func:`_fold_in_rows`.
+    """
     D, nnz = csr.shape[0], csr.nnz
-    n_docs, n_entries = bucket(D, 32), bucket(nnz, 256)
-    pad = n_entries - nnz
-    doc = np.repeat(np.arange(D, dtype=np.int32), np.diff(csr.indptr))
-    # padding entries (count 0) sit in the last row so the document index stays sorted
-    doc = np.concatenate([doc, np.full(pad, n_docs - 1, np.int32)])
-    word = np.concatenate([csr.indices.astype(np.int32), np.zeros(pad, np.int32)])
-    count = np.concatenate([csr.data, np.zeros(pad)])
-    doc_mask = np.concatenate([np.ones(D), np.zeros(n_docs - D)])
-    entries = n_docs * csr.shape[1]
-    if dense is None:
-        dense = nnz >= DENSE_MIN_DENSITY * entries and entries <= DENSE_MAX_ENTRIES
+    n_docs = _fold_in_rows(D) if new_documents else bucket(D, 32)
+    dtype = np.dtype(dtype)
+    if dense is None:  # the density of the real rows: padding must not flip the choice
+        density = nnz / max(D * csr.shape[1], 1)
+        dense = density >= DENSE_MIN_DENSITY and n_docs * csr.shape[1] <= DENSE_MAX_ENTRIES
+    nonzeros = not dense if nonzeros is None else nonzeros
     matrix = None
     if dense:
-        matrix = np.zeros((n_docs, csr.shape[1]))
+        matrix = np.zeros((n_docs, csr.shape[1]), dtype)
         matrix[:D] = csr.toarray()
-        matrix = jnp.asarray(matrix, dtype)
-    return plsa.Corpus(
-        jnp.asarray(doc),
-        jnp.asarray(word),
-        jnp.asarray(count, dtype),
-        jnp.asarray(doc_mask, dtype),
-        jnp.asarray(_log_coefficients(csr).sum(), dtype),
-        matrix,
-    )
+    if nonzeros:
+        n_entries = _fold_in_rows(nnz) if new_documents else bucket(nnz, 256)
+        pad = n_entries - nnz
+        doc = np.repeat(np.arange(D, dtype=np.int32), np.diff(csr.indptr))
+        # padding entries (count 0) sit in the last row so the document index stays sorted
+        doc = np.concatenate([doc, np.full(pad, n_docs - 1, np.int32)])
+        word = np.concatenate([csr.indices.astype(np.int32), np.zeros(pad, np.int32)])
+        count = np.concatenate([csr.data, np.zeros(pad)]).astype(dtype)
+    else:
+        doc, word, count = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, dtype)
+    doc_mask = np.concatenate([np.ones(D), np.zeros(n_docs - D)]).astype(dtype)
+    log_coefficient = np.asarray(_log_coefficients(csr).sum(), dtype)
+    return plsa.Corpus(doc, word, count, doc_mask, log_coefficient, matrix)
 
 
 class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
@@ -145,7 +281,10 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
     Parameters
     ----------
     n_components : int, default=10
-        Number of topics K >= 1.
+        Number of topics K >= 1.  On small and medium corpora EM and fold-in compute
+        with K rounded up to a multiple of 4, the extra topics held at exactly zero
+        weight (the same fit), so that fits with 5-8 topics, say, share one compiled
+        program.
     method : {"em", "map", "svi"}, default="em"
         ``"em"``: jit-compiled EM (maximum likelihood, or MAP when a prior is given).
         ``"map"``: gradient-based MAP (AutoDelta) on the declaration with the Dirichlet
@@ -337,11 +476,17 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         given = self.doc_topic_prior is not None or self.topic_word_prior is not None
         return self.method != "em" or given
 
-    def _hyper(self, dtype) -> plsa.Hyper:
+    def _hyper(self, dtype, K, n_topics=None) -> plsa.Hyper:
+        """The hyperparameters as NumPy scalars; with a topic mask when the K topics are
+        padded to ``n_topics``."""
         alpha = 1.0 if self.doc_topic_prior is None else float(self.doc_topic_prior)
         beta = 1.0 if self.topic_word_prior is None else float(self.topic_word_prior)
         values = (alpha, beta, float(self._use_prior()), float(self.tempering))
-        return plsa.Hyper(*(jnp.asarray(v, dtype) for v in values))
+        dtype = np.dtype(dtype)
+        mask = None
+        if n_topics is not None:
+            mask = (np.arange(n_topics) < K).astype(dtype)
+        return plsa.Hyper(*(np.asarray(v, dtype) for v in values), topic_mask=mask)
 
     def _user_init(self, name, shape):
         value = getattr(self, name)
@@ -378,28 +523,23 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         theta0 = self._user_init("doc_topic_init", (D, K))
         phi0 = self._user_init("topic_word_init", (K, W))
         with self._precision():
-            dtype = jnp.asarray(1.0).dtype
-            corpus = _corpus(csr, dtype)
-            hyper = self._hyper(dtype)
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            corpus = _corpus(csr, dtype, nonzeros=True if self.tempering != 1 else None)
             starts = self._starts(corpus.doc_mask.shape[0], D, W, K, theta0, phi0, dtype)
             if self.method == "em":
-                scale = _tolerance_scale(csr)
-                theta, phi, trace, n_iter, converged = self._fit_em(corpus, hyper, starts, scale)
+                fitted = self._fit_em(corpus, starts, _tolerance_scale(csr), K, dtype)
+                theta, phi, trace, n_iter, converged, objective = fitted
             else:
+                hyper = self._hyper(dtype, K)
                 theta, phi, trace, n_iter, converged = self._fit_svi(csr, K, starts, D)
-            # A last fold-in makes each theta_d the exact maximiser for the final topics
-            # (as transform computes it).  It starts from the fitted theta mixed with a
-            # little of the uniform: EM can leave a proportion at ~1e-8 that belongs at
-            # ~1e-3, and from there multiplicative updates regrow it so slowly that the
-            # per-cycle stopping rule fires first (a 60-document corpus: 0.08 nats short).
-            lift = FOLD_IN_LIFT
-            theta = (1.0 - lift) * jnp.asarray(theta) + lift / theta.shape[-1]
-            theta, _, objective, _ = self._fold_in(corpus, phi, hyper, theta)
-            phi = to_numpy(phi)
+                # the last fold-in (see _fit_program), from the fitted theta lifted a little
+                theta = (1.0 - FOLD_IN_LIFT) * np.asarray(theta) + FOLD_IN_LIFT / K
+                theta, _, objective, _ = self._fold_in(corpus, phi, hyper, theta)
+        theta, phi = to_numpy(theta)[:D, :K], to_numpy(phi)[:K]
         trace = np.array(trace, dtype=np.float64)
         if self.method != "svi":  # the last entry is at the returned parameters
             trace[-1] = objective
-        self.params_ = {"theta": theta[:D].copy(), "phi": phi}  # owns its data
+        self.params_ = {"theta": theta.copy(), "phi": phi.copy()}  # own their data
         bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
         if bad or not np.isfinite(objective):
             raise ValueError(f"PLSA fit produced non-finite values for {bad or 'the objective'}")
@@ -434,27 +574,34 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
             theta[:, :D] = theta0
         if phi0 is not None:
             phi[:] = phi0
-        return plsa.Params(jnp.asarray(theta, dtype), jnp.asarray(phi, dtype))
+        return plsa.Params(theta.astype(dtype), phi.astype(dtype))
 
-    def _fit_em(self, corpus, hyper, starts, scale):
-        e_step, m_step, _, _ = plsa.step_functions(self.tempering != 1)
-        dtype = corpus.count.dtype
+    def _fit_em(self, corpus, starts, scale, K, dtype):
+        """EM and the last fold-in as one compiled program, with the topics padded to
+        :func:`topic_bucket`; NumPy outputs (padding included)."""
+        tempered = self.tempering != 1
+        e_step, m_step, _, _ = plsa.step_functions(tempered)
+        n_topics = _padded_topics(corpus, K)
+        starts = plsa.Params(*_pad_topics(starts.theta, starts.phi, n_topics))
+        dtype = np.dtype(dtype)
         # run_em stops when |change| <= tol * n_samples: pass the relative rule's scale
-        result = _driver("em", corpus, starts.phi.shape[1])(
+        theta, phi, trace, n_iter, converged, objective = _driver("fit", corpus, n_topics)(
             e_step,
             m_step,
-            starts,
+            plsa.Params(starts.theta.astype(dtype), starts.phi.astype(dtype)),
             corpus,
-            hyper,
-            jnp.asarray(scale, dtype),
-            jnp.asarray(self.tol, dtype),
+            self._hyper(dtype, K, n_topics),
+            np.asarray(scale, dtype),
+            np.asarray(self.tol, dtype),
+            np.asarray(self._fold_in_tol(dtype), dtype),
             max_iter=int(self.max_iter),
             accelerate=bool(self.accelerate),
             verbose=int(self.verbose),
+            tempered=tempered,
         )
-        n_iter = int(result.n_iter)
-        trace = to_numpy(result.trace)[:n_iter]  # a NumPy slice: no compile per length
-        return result.params.theta, result.params.phi, trace, n_iter, bool(result.converged)
+        n_iter = int(n_iter)
+        trace = to_numpy(trace)[:n_iter]  # a NumPy slice: no compile per length
+        return theta, phi, trace, n_iter, bool(converged), float(objective)
 
     def _fit_svi(self, csr, K, starts, D):
         from numpyro.infer.util import log_density
@@ -492,27 +639,31 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         trace = fit.objective_trace
         if self.method == "map":  # room for the log joint at the returned parameters
             trace = np.append(trace, np.nan)
-        theta = jnp.concatenate([fit.params["theta"], starts.theta[0, D:]])
+        theta = np.concatenate([np.asarray(fit.params["theta"]), starts.theta[0, D:]])
         return theta, fit.params["phi"], trace, len(trace), True
+
+    @staticmethod
+    def _fold_in_tol(dtype) -> float:
+        return max(FOLD_IN_TOL, 100 * float(np.finfo(dtype).eps))
 
     def _fold_in(self, corpus, phi, hyper, theta=None):
         """Fold-in from ``theta`` (n_docs_padded, K), uniform by default: returns theta,
         the per-document sum x log p (no coefficient), the fit objective at (theta, phi)
         and whether fold-in converged; NumPy outputs."""
-        dtype = corpus.count.dtype
-        K = phi.shape[0]
-        if theta is None:
-            theta = jnp.full((corpus.doc_mask.shape[0], K), 1.0 / K, dtype)
-        tol = max(FOLD_IN_TOL, 100 * float(jnp.finfo(dtype).eps))
-        theta, stats, objective, _, converged = _driver("fold_in", corpus, K)(
-            jnp.asarray(theta, dtype),
+        dtype = np.dtype(corpus.doc_mask.dtype)
+        n_topics = phi.shape[0]
+        if theta is not None:
+            theta = np.asarray(theta, dtype)
+        theta, doc_loglik, objective, converged = _driver("fold_in", corpus, n_topics)(
+            theta,
             corpus,
-            plsa.fold_in_hyper(jnp.asarray(phi, dtype), corpus, hyper),
-            jnp.asarray(tol, dtype),
+            np.asarray(phi, dtype),
+            hyper,
+            np.asarray(self._fold_in_tol(dtype), dtype),
             max_iter=FOLD_IN_MAX_ITER,
             tempered=self.tempering != 1,
         )
-        return to_numpy(theta), to_numpy(stats.doc_loglik), float(objective), bool(converged)
+        return to_numpy(theta), to_numpy(doc_loglik), float(objective), bool(converged)
 
     # -- fitted quantities --------------------------------------------------------------
 
@@ -531,10 +682,16 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
             csr = csr.copy()
             csr.data[hit] = 0.0
             csr.eliminate_zeros()
+        K = self.n_components_
         with self._precision():
-            dtype = jnp.asarray(1.0).dtype
-            corpus = _corpus(csr, dtype)
-            theta, doc_loglik, _, converged = self._fold_in(corpus, phi, self._hyper(dtype))
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            nonzeros = True if self.tempering != 1 else None
+            corpus = _corpus(csr, dtype, nonzeros=nonzeros, new_documents=True)
+            # padded topics (exact, as in the fit): K-searches share fold-in programs
+            n_topics = _padded_topics(corpus, K)
+            _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)
+            hyper = self._hyper(dtype, K, n_topics)
+            theta, doc_loglik, _, converged = self._fold_in(corpus, phi, hyper)
         if not converged:
             warnings.warn("PLSA fold-in did not converge", ConvergenceWarning, stacklevel=3)
         n = csr.shape[0]
@@ -547,7 +704,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
                 UserWarning,
                 stacklevel=3,
             )
-        return theta[:n].copy(), doc_loglik
+        return theta[:n, :K].copy(), doc_loglik
 
     def transform(self, X) -> np.ndarray:
         """``p(z | d)`` of each document, folded in with the topics fixed;
