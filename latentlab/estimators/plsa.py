@@ -21,9 +21,9 @@ from sklearn.utils.validation import (
 
 from latentlab._validation import check_option
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._dispatch import QUICK_COMPILE_MAX_WORK
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
 from latentlab.inference.em import run_em
+from latentlab.inference.programs import Program
 from latentlab.inference.summaries import bucket
 from latentlab.models import plsa
 
@@ -38,9 +38,6 @@ FOLD_IN_TOL = 1e-8
 FOLD_IN_MAX_ITER = 1000
 # Share of the uniform mixed into the fitted theta where the fit's last fold-in starts.
 FOLD_IN_LIFT = 1e-3
-
-
-_QUICK = {"xla_backend_optimization_level": 0}
 
 
 def _fit_program(
@@ -119,19 +116,13 @@ def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
     return theta, stats.doc_loglik, objective, converged
 
 
-_FIT_STATIC = ("e_step", "m_step", "max_iter", "accelerate", "verbose", "tempered")
-_FOLD_IN_STATIC = ("max_iter", "tempered")
-# Small corpora run the same programs compiled with LLVM optimisation off, which
-# compiles several times faster (see latentlab.estimators._dispatch).
+# Small corpora run the quick-compile variants (see latentlab.inference.programs).
 _DRIVERS = {
-    "fit": (
-        jax.jit(_fit_program, static_argnames=_FIT_STATIC),
-        jax.jit(_fit_program, static_argnames=_FIT_STATIC, compiler_options=_QUICK),
+    "fit": Program(
+        _fit_program,
+        static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose", "tempered"),
     ),
-    "fold_in": (
-        jax.jit(_fold_in_program, static_argnames=_FOLD_IN_STATIC),
-        jax.jit(_fold_in_program, static_argnames=_FOLD_IN_STATIC, compiler_options=_QUICK),
-    ),
+    "fold_in": Program(_fold_in_program, static_argnames=("max_iter", "tempered")),
 }
 
 
@@ -144,8 +135,7 @@ def _work(corpus: plsa.Corpus, n_components: int) -> int:
 
 def _driver(name: str, corpus: plsa.Corpus, n_components: int):
     """The compiled fit or fold-in program for this corpus size."""
-    full, quick = _DRIVERS[name]
-    return quick if _work(corpus, n_components) <= QUICK_COMPILE_MAX_WORK else full
+    return _DRIVERS[name].for_work(_work(corpus, n_components))
 
 
 # Topic padding costs every step up to 3/K more matrix work (measured on digits, two
