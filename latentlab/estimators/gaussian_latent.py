@@ -212,6 +212,15 @@ class GaussianLatentFitMixin:
                 stacklevel=3,
             )
 
+    @property
+    def objective_name_(self) -> str:
+        """What ``log_likelihoods_`` traces: "ELBO" (SVI), "log joint density" (MAP
+        with the prior on, and Bayesian PCA), else "log-likelihood"."""
+        check_is_fitted(self)
+        if self.method == "svi":
+            return "ELBO"
+        return "log joint density" if getattr(self, "prior", False) else "log-likelihood"
+
     def _padded_hyper(self, hyper, active):
         """``hyper`` for loadings with the columns ``active`` (a 0/1 vector) of the
         model and the rest padding; models whose prior sees the columns override it."""

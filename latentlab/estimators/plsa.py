@@ -466,6 +466,20 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         given = self.doc_topic_prior is not None or self.topic_word_prior is not None
         return self.method != "em" or given
 
+    @property
+    def objective_name_(self) -> str:
+        """What ``log_likelihoods_`` traces: "ELBO" (SVI), "tempered objective"
+        (tempered EM), "log joint density" (Dirichlet smoothing or MAP), else
+        "log-likelihood"."""
+        check_is_fitted(self)
+        if self.method == "svi":
+            return "ELBO"
+        if self.tempering != 1.0:
+            return "tempered objective"
+        if self.doc_topic_prior is not None or self.topic_word_prior is not None:
+            return "log joint density"
+        return "log-likelihood"
+
     def _hyper(self, dtype, K, n_topics=None) -> plsa.Hyper:
         """The hyperparameters as NumPy scalars; with a topic mask when the K topics are
         padded to ``n_topics``."""

@@ -253,6 +253,17 @@ class SupervisedPCA(
         )
         return spca.rescale(params, scale), best.trace, len(best.trace), True
 
+    @property
+    def objective_name_(self) -> str:
+        """What ``log_likelihoods_`` traces (EM's alpha-weighted objective F for
+        alpha != 1)."""
+        check_is_fitted(self)
+        if self.method == "svi":
+            return "ELBO"
+        if self.prior:
+            return "log joint density"
+        return "alpha-weighted log-likelihood" if self.alpha != 1.0 else "log-likelihood"
+
     # -- fitted quantities --------------------------------------------------------------
 
     def _joint_arrays(self, alpha):
