@@ -181,10 +181,10 @@ def test_transform_checks_y_width():
 
 
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
-    from latentlab.estimators import _dispatch
+    from latentlab.inference import programs
 
     quick = latentlab.CCA(n_components=3).fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
-    monkeypatch.setattr(_dispatch, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    monkeypatch.setattr(programs, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
     optimised = latentlab.CCA(n_components=3).fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
     for a, b in zip(quick, optimised, strict=True):
         assert_allclose(b.correlations_, a.correlations_, rtol=1e-12)
@@ -288,3 +288,19 @@ def test_default_n_components_is_sklearns():
 
     assert latentlab.CCA().n_components == SklearnCCA().n_components == 2
     assert latentlab.CCA().fit(XP, YP).n_components_ == 2
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_copy_is_accepted_and_never_changes_the_inputs(copy):
+    # issue 15: scikit-learn's ``copy`` (constructor, transform, predict); latentlab never
+    # writes into the caller's arrays, whatever its value
+    from sklearn.cross_decomposition import CCA as SklearnCCA
+
+    X, Y = XP.copy(), YP.copy()
+    ours = latentlab.CCA(n_components=2, copy=copy).fit(X, Y)
+    ref = SklearnCCA(n_components=2, copy=True, max_iter=10_000, tol=1e-14).fit(XP, YP)
+    assert_allclose(ours.predict(X, copy=copy), ref.predict(XP), atol=1e-6)
+    for got, want in zip(ours.transform(X, Y, copy=copy), ours.transform(XP, YP), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(X, XP)
+    np.testing.assert_array_equal(Y, YP)

@@ -82,6 +82,18 @@ def test_matches_sklearn_from_the_same_start(overlapping, sklearn_starts, fits, 
     np.testing.assert_allclose(ours.aic(overlapping), sk.aic(overlapping), rtol=1e-6)
 
 
+def test_lower_bounds_trace_as_sklearn(overlapping, sklearn_starts, fits):
+    # issue 15 (scikit-learn's test_gaussian_mixture_setting_best_params): lower_bounds_,
+    # scikit-learn's per-iteration mean log-likelihood, ends at its converged lower_bound_
+    sk = SkGaussianMixture(K, tol=1e-12, max_iter=10_000, **sklearn_starts["full"])
+    sk.fit(overlapping)
+    ours = fits["full"]
+    assert ours.lower_bounds_.shape == (ours.n_iter_,)
+    np.testing.assert_allclose(ours.lower_bounds_[-1], sk.lower_bounds_[-1], rtol=1e-6)
+    np.testing.assert_allclose(ours.lower_bounds_[-1], ours.lower_bound_, rtol=1e-12)
+    assert is_monotone(ours.lower_bounds_)
+
+
 @pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_declared_once_contract(overlapping, fits, covariance_type):
     from numpyro.infer.util import log_likelihood

@@ -173,11 +173,11 @@ def test_global_jax_config_untouched():
 
 
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
-    from latentlab.estimators import _dispatch
+    from latentlab.inference import programs
 
     settings = dict(n_components=2, kernel="rbf", gamma=0.3, fit_inverse_transform=True)
     quick = latentlab.KernelPCA(**settings).fit(IRIS)
-    monkeypatch.setattr(_dispatch, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    monkeypatch.setattr(programs, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
     optimised = latentlab.KernelPCA(**settings).fit(IRIS)
     assert_allclose(optimised.eigenvalues_, quick.eigenvalues_, rtol=1e-12)
     assert_allclose(optimised.transform(NEW), quick.transform(NEW), atol=1e-12)
@@ -303,3 +303,70 @@ def test_lanczos_falls_back_to_dense_eigh_when_not_converged(monkeypatch):
     assert kpca.solver_ == "dense"
     ref = decomposition.KernelPCA(n_components=10, kernel="rbf", eigen_solver="dense").fit(X)
     assert_allclose(kpca.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+
+
+# A centred, non-PSD Gram matrix (scikit-learn's test_precomputed_kernel_not_psd): its
+# eigenvalues are [52.72, 7.65, 7.65, 5.02, 0, -0, -6.13, -15.11].
+NOT_PSD = np.array(
+    [
+        [4.48, -1.0, 8.07, 2.33, 2.33, 2.33, -5.76, -12.78],
+        [-1.0, -6.48, 4.5, -1.24, -1.24, -1.24, -0.81, 7.49],
+        [8.07, 4.5, 15.48, 2.09, 2.09, 2.09, -11.1, -23.23],
+        [2.33, -1.24, 2.09, 4.0, -3.65, -3.65, 1.02, -0.9],
+        [2.33, -1.24, 2.09, -3.65, 4.0, -3.65, 1.02, -0.9],
+        [2.33, -1.24, 2.09, -3.65, -3.65, 4.0, 1.02, -0.9],
+        [-5.76, -0.81, -11.1, 1.02, 1.02, 1.02, 4.86, 9.75],
+        [-12.78, 7.49, -23.23, -0.9, -0.9, -0.9, 9.75, 21.46],
+    ]
+)
+
+
+def test_significantly_negative_kernel_eigenvalue_is_rejected_like_sklearn():
+    # Asking for 7 components reaches the eigenvalue -6.13: scikit-learn raises, and
+    # latentlab used to drop it silently with the zero ones (n_components_=5).
+    with pytest.raises(ValueError, match="significant negative eigenvalues"):
+        decomposition.KernelPCA(n_components=7, kernel="precomputed").fit(NOT_PSD)
+    with pytest.raises(ValueError, match="significant negative eigenvalues"):
+        latentlab.KernelPCA(n_components=7, kernel="precomputed").fit(NOT_PSD)
+    # Two components stay within the positive part: same eigenvalues as scikit-learn.
+    ours = latentlab.KernelPCA(n_components=2, kernel="precomputed").fit(NOT_PSD)
+    ref = decomposition.KernelPCA(n_components=2, kernel="precomputed").fit(NOT_PSD)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    H = np.eye(8) - 1 / 8  # the matrix is centred only up to its printed digits
+    assert_allclose(ours.eigenvalues_, np.linalg.eigvalsh(H @ NOT_PSD @ H)[::-1][:2], rtol=1e-10)
+
+
+def test_precomputed_kernel_cross_validates_like_sklearn():
+    # scikit-learn's test_gridsearch_pipeline_precomputed: a precomputed kernel is
+    # "pairwise", so cross-validation must slice its columns too (test folds are
+    # (n_test, n_train)); latentlab used to fail every fold on a non-square kernel.
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics.pairwise import rbf_kernel
+    from sklearn.model_selection import cross_val_score
+    from sklearn.pipeline import make_pipeline
+
+    X = load_iris().data[::2]
+    y = X[:, 0] * X[:, 3]
+    K = rbf_kernel(X[:, :3], gamma=0.5)
+    scores = {}
+    for name, cls in [("ours", latentlab.KernelPCA), ("sklearn", decomposition.KernelPCA)]:
+        model = make_pipeline(cls(n_components=3, kernel="precomputed"), LinearRegression())
+        scores[name] = cross_val_score(model, K, y, cv=3, error_score="raise")
+    assert_allclose(scores["ours"], scores["sklearn"], rtol=1e-8)
+
+
+def test_non_symmetric_precomputed_kernel_with_symmetric_centred_form_matches_sklearn():
+    # scikit-learn's test_kernel_pca_precomputed_non_symmetric: adding a row-constant
+    # and a column-constant matrix changes K but not its centred form H K H, so the fit
+    # must not change; latentlab centred such a K with its column means only.
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.default_rng(3)
+    S = rbf_kernel(rng.normal(size=(30, 3)), gamma=0.3)
+    K = S + rng.normal(size=(30, 1)) + rng.normal(size=(1, 30))
+    ours = latentlab.KernelPCA(n_components=3, kernel="precomputed").fit(K)
+    ref = decomposition.KernelPCA(n_components=3, kernel="precomputed").fit(K)
+    on_S = latentlab.KernelPCA(n_components=3, kernel="precomputed").fit(S)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    assert_allclose(ours.eigenvalues_, on_S.eigenvalues_, rtol=1e-10)
+    assert_allclose(np.abs(ours.eigenvectors_), np.abs(ref.eigenvectors_), atol=1e-10)

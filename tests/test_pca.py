@@ -230,7 +230,8 @@ def test_check_estimator():
         (IRIS, {"n_components": 1.5}, "n_components"),
         (IRIS, {"n_components": -0.2}, "n_components"),
         (IRIS, {"n_components": 0.9, "svd_solver": "randomized"}, "fraction"),
-        (IRIS, {"svd_solver": "arpack"}, "svd_solver"),
+        # (None with arpack is min(n, d) - 1, as scikit-learn; the bound itself is checked)
+        (IRIS, {"n_components": 4, "svd_solver": "arpack"}, "svd_solver"),
         (IRIS[:1], {}, "sample"),
         (IRIS[:, 0], {}, "2D"),
     ],
@@ -272,10 +273,10 @@ def test_unknown_whitening_method_raises():
 
 
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
-    from latentlab.estimators import _dispatch
+    from latentlab.inference import programs
 
     quick = latentlab.PCA(n_components=2, svd_solver="full").fit(IRIS)
-    monkeypatch.setattr(_dispatch, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    monkeypatch.setattr(programs, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
     optimised = latentlab.PCA(n_components=2, svd_solver="full").fit(IRIS)
     assert_allclose(optimised.components_, quick.components_, atol=1e-13)
     assert_allclose(optimised.transform(IRIS[:9]), quick.transform(IRIS[:9]), atol=1e-12)
@@ -405,3 +406,26 @@ def test_arpack_on_few_features_is_exact_and_checks_n_components():
         latentlab.PCA(n_components=4, svd_solver="arpack").fit(IRIS)
     with pytest.raises(ValueError, match="full spectrum"):
         latentlab.PCA(n_components="mle", svd_solver="arpack").fit(IRIS)
+
+
+@pytest.mark.parametrize("data", [IRIS, IRIS.T], ids=["tall", "wide"])
+def test_arpack_with_n_components_none_keeps_one_fewer_like_sklearn(data):
+    # issue 15 (scikit-learn's test_n_components_none): arpack cannot return all
+    # min(n, d) components, so None means min(n, d) - 1 there; latentlab used to raise.
+    ours = latentlab.PCA(svd_solver="arpack").fit(data)
+    ref = decomposition.PCA(svd_solver="arpack", random_state=0).fit(data)
+    assert ours.n_components_ == ref.n_components_ == min(data.shape) - 1
+    assert_allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    assert latentlab.PCA().fit(data).n_components_ == min(data.shape)  # other solvers
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_copy_is_accepted_and_never_changes_the_input(copy):
+    # issue 15: scikit-learn's ``copy`` parameter; whatever its value, X stays unchanged
+    X = IRIS.copy()
+    ours = latentlab.PCA(n_components=2, copy=copy, whiten=True)
+    Z = ours.fit_transform(X)
+    np.testing.assert_array_equal(X, IRIS)
+    ref = decomposition.PCA(n_components=2, copy=copy, whiten=True).fit_transform(IRIS.copy())
+    assert_allclose(Z, ref, atol=1e-9)
+    assert ours.get_params()["copy"] is copy

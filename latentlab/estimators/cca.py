@@ -98,8 +98,12 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
         """Fit, then return the canonical scores: ``(x_scores, y_scores)``."""
         return self.fit(X, y).transform(X, y)
 
-    def transform(self, X, Y=None):
-        """Canonical scores of X (n_samples, n_components_), and of Y when it is given."""
+    def transform(self, X, Y=None, copy=True):
+        """Canonical scores of X (n_samples, n_components_), and of Y when it is given.
+
+        ``copy`` is accepted for scikit-learn compatibility: the inputs are never
+        written into, whatever its value.
+        """
         check_is_fitted(self)
         X = check_data(self, X, reset=False, allow_nan=False)
         if Y is None:
@@ -132,6 +136,10 @@ class CCA(_TwoViewTransformer):
         Divide each column by its standard deviation first (as scikit-learn's CCA).
         Canonical correlations do not depend on it when ``reg=0``; the meaning of
         ``reg`` does.
+    copy : bool, default=True
+        Accepted for compatibility with scikit-learn's ``CCA`` (also by :meth:`transform`
+        and :meth:`predict`): latentlab never writes into the caller's arrays, so
+        ``copy=False`` leaves them unchanged too.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
@@ -165,10 +173,11 @@ class CCA(_TwoViewTransformer):
     >>> x_scores, y_scores = latentlab.CCA(n_components=2).fit(X, Y).transform(X, Y)
     """
 
-    def __init__(self, n_components=2, *, reg=0.0, scale=True, dtype="float64"):
+    def __init__(self, n_components=2, *, reg=0.0, scale=True, copy=True, dtype="float64"):
         self.n_components = n_components
         self.reg = reg
         self.scale = scale
+        self.copy = copy
         self.dtype = dtype
 
     def fit(self, X, y=None):
@@ -241,14 +250,15 @@ class CCA(_TwoViewTransformer):
         coef = (self.x_weights_ * (beta / alpha)) @ self.y_loadings_.T  # (p, q), scaled
         return np.ascontiguousarray((coef * self.y_std_).T / self.x_std_)
 
-    def predict(self, X):
+    def predict(self, X, copy=True):
         """Predict Y from X: ``(X - x_mean_) @ coef_.T + intercept_``.
 
         As scikit-learn's ``CCA.predict``: each canonical x variate times the
         regression of Y on its paired y variate, summed over the ``n_components_``
         pairs (so it is not in general the least-squares regression of Y on X).  With
         ``reg > 0``, the same formula on the regularized directions.  Returns
-        (n_samples,) when Y was 1-D at fit, else (n_samples, n_features_y).
+        (n_samples,) when Y was 1-D at fit, else (n_samples, n_features_y).  ``copy``
+        is accepted for scikit-learn compatibility; X is never written into.
         """
         check_is_fitted(self)
         X = check_data(self, X, reset=False, allow_nan=False)

@@ -267,6 +267,9 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     log_likelihoods_ : ndarray (n_iter_,)
         Total log-likelihood after each iteration; never decreases, and the last equals
         ``n * score(X)``.
+    lower_bounds_ : ndarray (n_iter_,)
+        ``log_likelihoods_ / n_samples``: scikit-learn's per-iteration trace (for
+        ``method="em"`` the last equals ``lower_bound_``).
     n_iter_, converged_ : int, bool
         Iterations run (SQUAREM cycles when ``accelerate``, see ``max_iter``) and
         whether ``tol`` was met.  Should EM break down numerically (an iterate with a
@@ -545,6 +548,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         self.n_iter_ = len(trace)
         # EM's objective is the log-likelihood; MAP's the log joint, SVI's the ELBO
         self.lower_bound_ = objective / n if self.method == "em" else self.score(X)
+        self.lower_bounds_ = self.log_likelihoods_ / n  # scikit-learn's per-sample trace
         if self.method == "em":
             self._warn_on_degeneracy(fitted["scale"], np.asarray(reg, np.float64), unit, breakdown)
         if not self.converged_ and not breakdown:

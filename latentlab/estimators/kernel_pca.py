@@ -252,6 +252,13 @@ default="linear"
         self.random_state = random_state
         self.dtype = dtype
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # X is then an (n, n) Gram matrix: cross-validation must slice its columns as
+        # well as its rows (scikit-learn's KernelPCA declares the same).
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags
+
     def _kernel(self):
         """(kernel, KernelParams, degree) of the fitted model, from its settings.
 
@@ -312,6 +319,11 @@ default="linear"
                     "kernel='precomputed' needs the square (n_samples, n_samples) training "
                     f"kernel matrix, got shape {X.shape}"
                 )
+            # A kernel matrix is symmetric, but the solvers read it as given and centre it
+            # with its column means only: take its symmetric part, which has the same
+            # centred form as the matrix whenever that form is symmetric (scikit-learn
+            # centres rows and columns separately and accepts such matrices).
+            X = (X + X.T) / 2
             if self.fit_inverse_transform:
                 raise ValueError(
                     "fit_inverse_transform=True is not available with kernel='precomputed': "
@@ -371,6 +383,18 @@ default="linear"
             tolerance = float(result.rank_tolerance)
         if not np.isfinite(eigenvalues).all():
             raise ValueError("The kernel matrix is not finite; check the kernel and its gamma")
+        # A kernel is positive semi-definite, so a requested eigenvalue far below zero (not
+        # round-off) means this one is not -- a precomputed or custom kernel -- and its
+        # "components" would be meaningless: reject it, as scikit-learn does, rather than
+        # silently dropping those directions with the (near-)zero ones.
+        negative_floor = max(tolerance, 1e-5 * float(np.abs(eigenvalues).max()))
+        if (eigenvalues < -negative_floor).any():
+            raise ValueError(
+                "There are significant negative eigenvalues in the centred kernel matrix "
+                f"(smallest {eigenvalues.min():.4g}, largest {eigenvalues.max():.4g}): the "
+                "kernel is not positive semi-definite. Check a precomputed or custom kernel, "
+                "or ask for fewer components."
+            )
         kept = eigenvalues > tolerance
         rank = int(kept.sum())
         if rank == 0:

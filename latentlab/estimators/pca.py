@@ -103,7 +103,10 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
         Laplace approximation to the evidence of probabilistic PCA, as scikit-learn
         (:func:`mle_dimension`; needs ``n_samples >= n_features``).  Both need the full
         spectrum, so not ``svd_solver="randomized"``.  None keeps ``min(n_samples,
-        n_features)``.
+        n_features)``, one fewer with ``svd_solver="arpack"`` (as scikit-learn).
+    copy : bool, default=True
+        Accepted for compatibility with scikit-learn's ``PCA``.  latentlab never writes
+        into the caller's array, so ``copy=False`` leaves X unchanged too.
     whiten : bool, default=False
         Scale the projections to unit variance (``transform`` divides by
         ``sqrt(explained_variance_)``; ``inverse_transform`` undoes it).
@@ -169,6 +172,7 @@ default="auto"
         self,
         n_components=None,
         *,
+        copy=True,
         whiten=False,
         svd_solver="auto",
         n_oversamples=10,
@@ -177,6 +181,7 @@ default="auto"
         dtype="float64",
     ):
         self.n_components = n_components
+        self.copy = copy
         self.whiten = whiten
         self.svd_solver = svd_solver
         self.n_oversamples = n_oversamples
@@ -203,7 +208,8 @@ default="auto"
                 "(0, 1), 'mle' or None"
             )
         if self.n_components is None:
-            K = high
+            # as scikit-learn: arpack cannot return all min(n, d) components
+            K = max(high - 1, 1) if self.svd_solver == "arpack" else high
         elif fraction:
             K = None
         elif isinstance(self.n_components, numbers.Real) and not isinstance(
