@@ -30,7 +30,12 @@ shape this module:
   keeps XLA's per-fusion autotuning results in a subdirectory of the cache (autotuning
   is much of a GPU compile) and does nothing on CPUs.
 
-Both thresholds are process-wide JAX options: they are changed only while the directory
+- Entries are written in place without a lock unless the cache has a size bound, which
+  makes JAX take a file lock (``filelock``) around reads and writes: latentlab bounds
+  it at 2 GiB (least recently used entries are evicted), so processes sharing the
+  directory never read a half-written entry.
+
+These settings are process-wide JAX options: they are changed only while the directory
 is latentlab's, only from JAX's defaults, and put back when latentlab's cache is
 switched off.
 """
@@ -57,6 +62,11 @@ _saved: dict[str, object] = {}
 _THRESHOLDS = {
     "jax_persistent_cache_min_compile_time_secs": (1.0, 0.0),
     "jax_persistent_cache_min_entry_size_bytes": (0, -1),
+    # A size bound switches on JAX's LRU eviction, and with it a file lock around every
+    # read and write: without it JAX writes entries in place, unlocked, so a process
+    # can read another's half-written entry (the suite's parallel workers crashed in
+    # the cache, once in a write, once after such reads).  Needs ``filelock``.
+    "jax_compilation_cache_max_size": (-1, 2 << 30),
 }
 
 

@@ -11,12 +11,22 @@ import os
 
 
 def pytest_configure(config):
-    if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return  # the caller chose a cache (or none) already
+    root = os.environ.get("LATENTLAB_SUITE_CACHE")  # set below, seen by xdist workers
+    if root is None:
+        if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+            return  # the caller chose a cache (or none) already
+        try:
+            root = str(config.cache.mkdir("jax-cache"))
+        except (AttributeError, OSError):
+            # No cache plugin (-p no:cacheprovider) or a read-only checkout: latentlab
+            # then uses its default directory, or none when that is unusable either.
+            return
+        os.environ["LATENTLAB_SUITE_CACHE"] = root
+    # one subfolder per xdist worker: workers never read each other's entries while
+    # they are being written (the interpreters a test starts share their worker's)
+    path = os.path.join(root, os.environ.get("PYTEST_XDIST_WORKER", "main"))
     try:
-        path = config.cache.mkdir("jax-cache")
-    except (AttributeError, OSError):
-        # No cache plugin (-p no:cacheprovider) or a read-only checkout: latentlab then
-        # uses its default directory, or none when that is unusable either.
+        os.makedirs(path, exist_ok=True)
+    except OSError:
         return
-    os.environ["LATENTLAB_CACHE_DIR"] = str(path)
+    os.environ["LATENTLAB_CACHE_DIR"] = path
