@@ -1,32 +1,19 @@
-"""Test-suite setup: one persistent compilation cache for the whole suite.
+"""Test-suite setup: the suite runs without the persistent compilation cache.
 
-latentlab caches compiled XLA programs (see ``latentlab._cache``). Pointing the suite's
-cache into pytest's own cache directory (``.pytest_cache/d/jax-cache``, git-ignored and
-emptied by ``--cache-clear``) lets the xdist workers, and the interpreters the tests
-start, share compiled programs instead of each compiling them, without writing into
-the user's home. The environment is set here, before any test module imports latentlab.
+latentlab turns JAX's persistent cache on by default (``latentlab._cache``).  In this
+suite's xdist workers, which compile hundreds of distinct programs each, JAX 0.12
+crashed (segfault or abort) inside ``executable.serialize()`` while writing a cache
+entry, three times in full runs, also with one cache folder per worker and with JAX's
+file lock on; no single test file reproduces it.  Until that is understood the suite
+sets ``LATENTLAB_CACHE_DIR=""`` (no cache), so no test depends on it; the tests of the
+cache itself (``tests/test_cache.py``) give their subprocesses a cache of their own.
+A caller who sets ``LATENTLAB_CACHE_DIR`` or ``JAX_COMPILATION_CACHE_DIR`` is obeyed.
 """
 
 import os
 
 
 def pytest_configure(config):
-    root = os.environ.get("LATENTLAB_SUITE_CACHE")  # set below, seen by xdist workers
-    if root is None:
-        if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-            return  # the caller chose a cache (or none) already
-        try:
-            root = str(config.cache.mkdir("jax-cache"))
-        except (AttributeError, OSError):
-            # No cache plugin (-p no:cacheprovider) or a read-only checkout: latentlab
-            # then uses its default directory, or none when that is unusable either.
-            return
-        os.environ["LATENTLAB_SUITE_CACHE"] = root
-    # one subfolder per xdist worker: workers never read each other's entries while
-    # they are being written (the interpreters a test starts share their worker's)
-    path = os.path.join(root, os.environ.get("PYTEST_XDIST_WORKER", "main"))
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:
-        return
-    os.environ["LATENTLAB_CACHE_DIR"] = path
+    if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return  # the caller chose a cache (or none) already
+    os.environ["LATENTLAB_CACHE_DIR"] = ""
