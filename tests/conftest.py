@@ -1,19 +1,46 @@
-"""Test-suite setup: the suite runs without the persistent compilation cache.
+"""Test-suite setup.
 
-latentlab turns JAX's persistent cache on by default (``latentlab._cache``).  In this
-suite's xdist workers, which compile hundreds of distinct programs each, JAX 0.12
-crashed (segfault or abort) inside ``executable.serialize()`` while writing a cache
-entry, three times in full runs, also with one cache folder per worker and with JAX's
-file lock on; no single test file reproduces it.  Until that is understood the suite
-sets ``LATENTLAB_CACHE_DIR=""`` (no cache), so no test depends on it; the tests of the
-cache itself (``tests/test_cache.py``) give their subprocesses a cache of their own.
-A caller who sets ``LATENTLAB_CACHE_DIR`` or ``JAX_COMPILATION_CACHE_DIR`` is obeyed.
+- The suite runs without the persistent compilation cache (``LATENTLAB_CACHE_DIR=""``,
+  unless the caller chose a cache), so no test depends on what an earlier run left;
+  the tests of the cache itself (``tests/test_cache.py``) give their subprocesses a
+  cache of their own.
+- Each compiled XLA program keeps ~3 memory mappings for as long as JAX caches it, and
+  Linux allows a process 65,530 (``vm.max_map_count``).  A worker that runs many test
+  files compiles tens of thousands of programs (``test_sklearn_suites.py`` alone takes
+  a process to ~20,000 mappings); past the limit XLA's compiler crashed (segfaults in
+  ``backend_compile_and_load`` and ``executable.serialize``).  So after any test that
+  leaves the process above :data:`MAPPINGS_LIMIT`, JAX's caches are cleared, which
+  releases the programs (they are compiled again when next needed).
 """
 
 import os
+
+import pytest
+
+MAPPINGS_LIMIT = 30_000
 
 
 def pytest_configure(config):
     if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return  # the caller chose a cache (or none) already
     os.environ["LATENTLAB_CACHE_DIR"] = ""
+
+
+def _mappings() -> int:
+    try:
+        with open(f"/proc/{os.getpid()}/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux: no such limit to watch
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    yield
+    if _mappings() > MAPPINGS_LIMIT:
+        import gc
+
+        import jax
+
+        jax.clear_caches()
+        gc.collect()
