@@ -178,21 +178,8 @@ def scree(est, X=None, *, ax=None):
 
 
 def _objective_name(est) -> str:
-    """The estimator's own name for its trace, where it gives one."""
-    name = getattr(est, "objective_name_", None)
-    if name is not None:
-        return name
-    method = getattr(est, "method", "em")
-    if method == "svi":
-        return "ELBO"
-    if getattr(est, "tempering", 1.0) != 1.0:  # pLSA's tempered EM
-        return "tempered objective"
-    priors = (getattr(est, name, None) for name in ("doc_topic_prior", "topic_word_prior"))
-    if getattr(est, "prior", False) or any(p is not None for p in priors):
-        return "log joint density"
-    if getattr(est, "alpha", 1.0) != 1.0 and hasattr(est, "n_targets_"):
-        return "alpha-weighted log-likelihood"  # supervised PCA
-    return "log-likelihood"
+    """The estimator's own name for its trace (``objective_name_``)."""
+    return getattr(est, "objective_name_", "objective")
 
 
 def convergence(est, *, ax=None, rel_tol: float = 1e-9):

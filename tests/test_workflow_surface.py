@@ -24,6 +24,11 @@ Y = X[:, 0]
             "alpha-weighted log-likelihood",
         ),
         (lambda: latentlab.SupervisedPCA(2).fit(X[:, 1:], Y), "log-likelihood"),
+        (lambda: latentlab.GaussianMixture(2, random_state=0).fit(X), "log-likelihood"),
+        (
+            lambda: latentlab.GaussianMixture(2, method="map", prior=True, svi_steps=5).fit(X),
+            "log joint density",
+        ),
         (lambda: latentlab.PLSA(2, random_state=0).fit(COUNTS), "log-likelihood"),
         (
             lambda: latentlab.PLSA(2, tempering=0.9, random_state=0).fit(COUNTS),

@@ -818,6 +818,15 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         return gmm.n_parameters(self.n_features_in_, self.n_components_, self.covariance_type)
 
     @property
+    def objective_name_(self) -> str:
+        """What ``log_likelihoods_`` traces: "ELBO" (SVI), "log joint density" (MAP
+        with the priors on), else "log-likelihood"."""
+        check_is_fitted(self)
+        if self.method == "svi":
+            return "ELBO"
+        return "log joint density" if self.prior else "log-likelihood"
+
+    @property
     def model_(self):
         """The NumPyro declaration with this fit's static settings bound."""
         check_is_fitted(self)
