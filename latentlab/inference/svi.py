@@ -8,6 +8,7 @@ optimises is optimised by gradient ascent.  ``method="svi"`` fits an ``AutoNorma
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -20,8 +21,77 @@ __all__ = ["SVIFit", "fit_svi", "BestFit", "fit_best_of", "start_seeds"]
 class SVIFit(NamedTuple):
     params: dict[str, Any]  # constrained point estimate per latent site (guide median)
     objective_trace: np.ndarray  # -loss at each step (ELBO; log joint for AutoDelta)
-    guide: Any
-    guide_params: dict[str, Any]
+    guide_params: dict[str, Any]  # the guide's fitted parameters (AutoNormal: *_auto_loc/scale)
+    log_density: float  # log density of the model at ``params``
+
+
+# Compiled SVI programs, keyed by the model and the static settings (see _model_key).
+_PROGRAMS: dict = {}
+_MAX_PROGRAMS = 64
+
+
+def _model_key(model):
+    """A hashable key that identifies a model function and its bound settings, or None.
+
+    Estimators pass ``functools.partial(module.model, **settings)``: a new object per
+    fit, so the partial itself cannot key a cache, but its function and settings can.
+    """
+    func, args, keywords = model, (), {}
+    if isinstance(model, partial):
+        func, args, keywords = model.func, model.args, model.keywords
+    key = (func, args, tuple(sorted(keywords.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _svi_program(model, guide: str, num_steps: int, num_particles: int, has_init: bool):
+    """One jit-compiled program for a whole fit: guide set-up, ``num_steps`` Adam
+    steps, the guide's median and the model's log density there.
+
+    Run eagerly, NumPyro's set-up alone hands XLA hundreds of small programs (a cold
+    PPCA MAP fit compiled 76, SupervisedPCA's SVI 612), and ``SVI.run`` compiles its
+    loop again for every call; compiled once here, a refit of the same shapes
+    compiles nothing.
+    """
+    from numpyro.infer import SVI, Trace_ELBO
+    from numpyro.infer.autoguide import AutoDelta, AutoNormal
+    from numpyro.infer.initialization import init_to_median, init_to_value
+    from numpyro.infer.util import log_density
+    from numpyro.optim import optax_to_numpyro
+
+    def run(args, init_values, seed, learning_rate, final_learning_rate):
+        init_loc_fn = init_to_value(values=init_values) if has_init else init_to_median
+        if guide == "delta":
+            auto_guide = AutoDelta(model, init_loc_fn=init_loc_fn)
+        else:
+            auto_guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=0.01)
+        # exponential decay from learning_rate to final_learning_rate over the run
+        # (optax.exponential_decay needs a concrete rate; these are traced)
+        decay = (final_learning_rate / learning_rate) ** (1.0 / num_steps)
+        optimizer = optax_to_numpyro(optax.adam(lambda count: learning_rate * decay**count))
+        svi = SVI(model, auto_guide, optimizer, Trace_ELBO(num_particles=num_particles))
+        state = svi.init(jax.random.PRNGKey(seed), *args)
+
+        def step(state, _):
+            return svi.update(state, *args)
+
+        state, losses = jax.lax.scan(step, state, None, length=num_steps)
+        guide_params = svi.get_params(state)
+        params = auto_guide.median(guide_params)
+        return params, -losses, guide_params, log_density(model, args, {}, params)[0]
+
+    key = _model_key(model)
+    if key is None:
+        return jax.jit(run)
+    key = (key, guide, num_steps, num_particles, has_init)
+    if key not in _PROGRAMS:
+        if len(_PROGRAMS) >= _MAX_PROGRAMS:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = jax.jit(run)
+    return _PROGRAMS[key]
 
 
 def fit_svi(
@@ -34,9 +104,9 @@ def fit_svi(
     init_values: dict[str, Any] | None = None,
     seed: int = 0,
     num_particles: int = 1,
-    **kwargs,
 ) -> SVIFit:
-    """Fit ``model(*args, **kwargs)`` with Adam and an exponentially decaying step size.
+    """Fit ``model(*args)`` with Adam and an exponentially decaying step size, as one
+    compiled program (reused by every fit of the same model, settings and shapes).
 
     Parameters
     ----------
@@ -46,31 +116,24 @@ def fit_svi(
     init_values : dict, optional
         Starting values of the latent sites (constrained space).
     """
-    from numpyro.infer import SVI, Trace_ELBO
-    from numpyro.infer.autoguide import AutoDelta, AutoNormal
-    from numpyro.infer.initialization import init_to_median, init_to_value
-    from numpyro.optim import optax_to_numpyro
-
     if guide not in ("delta", "normal"):
         raise ValueError(f"guide must be 'delta' or 'normal', got {guide!r}")
     if num_steps < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-    init_loc_fn = init_to_value(values=init_values) if init_values else init_to_median
-    if guide == "delta":
-        auto_guide = AutoDelta(model, init_loc_fn=init_loc_fn)
-    else:
-        auto_guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=0.01)
-    decay = (final_learning_rate / learning_rate) ** (1.0 / num_steps)
-    schedule = optax.exponential_decay(learning_rate, 1, decay)
-    optimizer = optax_to_numpyro(optax.adam(schedule))
-    svi = SVI(model, auto_guide, optimizer, Trace_ELBO(num_particles=num_particles))
-    result = svi.run(jax.random.PRNGKey(seed), num_steps, *args, progress_bar=False, **kwargs)
-    params = auto_guide.median(result.params)
+    program = _svi_program(model, guide, int(num_steps), int(num_particles), bool(init_values))
+    dtype = np.result_type(*[np.asarray(a).dtype for a in args if hasattr(a, "dtype")], np.float32)
+    params, trace, guide_params, density = program(
+        tuple(args),
+        dict(init_values) if init_values else {},
+        np.uint32(seed),
+        np.asarray(learning_rate, dtype),
+        np.asarray(final_learning_rate, dtype),
+    )
     return SVIFit(
         params=params,
-        objective_trace=-np.asarray(result.losses),
-        guide=auto_guide,
-        guide_params=result.params,
+        objective_trace=np.asarray(trace),
+        guide_params=guide_params,
+        log_density=float(density),
     )
 
 
@@ -113,8 +176,6 @@ def fit_best_of(
     in the data's units.  For MAP the trace's last entry is the objective at the
     returned parameters (as EM's); for SVI the trace is the ELBO.
     """
-    from numpyro.infer.util import log_density
-
     if method not in ("map", "svi"):
         raise ValueError(f"method must be 'map' or 'svi', got {method!r}")
     best, objectives = None, []
@@ -128,7 +189,7 @@ def fit_best_of(
             init_values=start,
             seed=int(seed),
         )
-        objective = float(log_density(model, args, {}, fit.params)[0])
+        objective = fit.log_density
         objectives.append(objective)
         if best is None or objective > best[0]:
             best = (objective, fit)
