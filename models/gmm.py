@@ -21,11 +21,17 @@ Covariances are kept as Cholesky factors, in the shape the covariance type needs
 
 EM (PRML 9.23-9.27) is written with statistics taken about the *current* means, so
 the M-step never forms a raw second moment minus mu mu^T (DESIGN section 9).
+
+The covariance-type algebra -- component densities and conditionals, the floored
+covariance of the M-step, and the host-side quantities estimators report
+(covariances, precisions, rescaling, conditional draws) -- is in
+:mod:`latentlab.models._gmm_covariances` and re-exported here.  This file is the
+story, declaration, E-step, M-step and starts; it is ~400 lines because the exact
+missing-data E-step and the floored M-step carry their derivations.
 """
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import NamedTuple
 
@@ -33,14 +39,30 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import logsumexp
+from latentlab.models._gmm_covariances import (
+    COVARIANCE_TYPES,
+    component_log_density,
+    component_variances,
+    conditional_components,
+    covariances,
+    draw_conditional,
+    draw_samples,
+    floored_cholesky,
+    marginal_variances,
+    n_parameters,
+    precisions,
+    precisions_cholesky,
+    rescale,
+    scale_from_precisions,
+    scale_prior,
+    scale_shape,
+    scale_tril,
+    unit_scale,
+)
 from latentlab.models.gaussian_latent import UNIT_DENSITY_VARIANCE, detect_missing
 from numpyro import handlers
-from numpyro.distributions import constraints
 from numpyro.ops.indexing import Vindex
-
-from latentlab.inference.linalg import solve_refined, spd_inverse_columns
 
 __all__ = [
     "COVARIANCE_TYPES",
@@ -61,10 +83,18 @@ __all__ = [
     "m_step",
     "step_functions",
     "n_parameters",
+    # the host-side algebra estimators report, from _gmm_covariances
+    "scale_shape",
+    "unit_scale",
+    "covariances",
+    "precisions_cholesky",
+    "precisions",
+    "rescale",
+    "scale_from_precisions",
+    "marginal_variances",
+    "draw_conditional",
+    "draw_samples",
 ]
-
-COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 class Params(NamedTuple):
@@ -111,28 +141,6 @@ class MixtureStats(NamedTuple):
 # ----------------------------------------------------------------------------- declaration
 
 
-def scale_tril(scale, covariance_type: str, n_components: int, n_features: int):
-    """(K, d, d) lower Cholesky factors of every component's covariance."""
-    K, d = n_components, n_features
-    if covariance_type == "full":
-        return scale
-    if covariance_type == "tied":
-        return jnp.broadcast_to(scale, (K, d, d))
-    if covariance_type == "diag":
-        return jax.vmap(jnp.diag)(scale)
-    return scale[:, None, None] * jnp.eye(d, dtype=scale.dtype)
-
-
-def _scale_prior(covariance_type, K, d):
-    """Prior on the Cholesky factors (flat on lower-Cholesky matrices for full/tied)."""
-    if covariance_type == "full":
-        return dist.ImproperUniform(constraints.lower_cholesky, (), (K, d, d))
-    if covariance_type == "tied":
-        return dist.ImproperUniform(constraints.lower_cholesky, (), (d, d))
-    shape = (K, d) if covariance_type == "diag" else (K,)
-    return dist.LogNormal(0.0, 2.0).expand(shape).to_event(len(shape))
-
-
 def gmm_model(
     X=None,
     *,
@@ -161,7 +169,7 @@ def gmm_model(
     with handlers.mask(mask=use_prior):
         weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(K)))
         means = numpyro.sample("means", dist.Normal(0.0, 10.0).expand([K, d]).to_event(2))
-        scale = numpyro.sample("scale", _scale_prior(covariance_type, K, d))
+        scale = numpyro.sample("scale", scale_prior(covariance_type, K, d))
     L = scale_tril(scale, covariance_type, K, d)
     locs = means
     if missing:
@@ -221,54 +229,7 @@ def _observe_with_assignment(X, weights, locs, L, n_samples):
 model = gmm_model  # the name every model module exports for its declaration
 
 
-def n_parameters(n_features: int, n_components: int, covariance_type: str) -> int:
-    """Free parameters, counted as scikit-learn counts them."""
-    d, K = n_features, n_components
-    covariance = {
-        "full": K * d * (d + 1) // 2,
-        "tied": d * (d + 1) // 2,
-        "diag": K * d,
-        "spherical": K,
-    }[covariance_type]
-    return covariance + K * d + K - 1
-
-
 # ----------------------------------------------------------------------------- E-step
-
-
-def _precision_factor(L):
-    """P = L^{-T} (upper triangular), so that (x - mu)^T Sigma^{-1} (x - mu) = |(x - mu) P|^2."""
-    eye = jnp.broadcast_to(jnp.eye(L.shape[-1], dtype=L.dtype), L.shape)
-    return jnp.swapaxes(solve_triangular(L, eye, lower=True), -1, -2)
-
-
-def component_log_density(params: Params, X, covariance_type: str):
-    """log N(x_i | mu_k, Sigma_k) for every row and component, and the centred rows.
-
-    Returns ``(log_density (n, K), diff (K, n, d))`` with ``diff[k] = X - mu_k``.
-    A non-positive diagonal in a Cholesky factor (e.g. from an extrapolation step)
-    gives NaN, never a crash.
-    """
-    means, scale = params.means, params.scale
-    d = X.shape[1]
-    diff = X[None, :, :] - means[:, None, :]  # (K, n, d)
-    if covariance_type in ("full", "tied"):
-        P = _precision_factor(scale)
-        if covariance_type == "full":
-            y = jnp.einsum("knd,kde->kne", diff, P)
-        else:
-            y = jnp.einsum("knd,de->kne", diff, P)
-        quad = jnp.sum(y**2, axis=-1)  # (K, n)
-        log_det = jnp.sum(jnp.log(jnp.diagonal(scale, axis1=-2, axis2=-1)), axis=-1)
-        log_det = jnp.broadcast_to(log_det, means.shape[:1])
-    elif covariance_type == "diag":
-        quad = jnp.einsum("knd,kd->kn", diff**2, 1.0 / scale**2)
-        log_det = jnp.sum(jnp.log(scale), axis=-1)
-    else:
-        quad = jnp.sum(diff**2, axis=-1) / scale[:, None] ** 2
-        log_det = d * jnp.log(scale)
-    log_density = -0.5 * (d * LOG_2PI + quad) - log_det[:, None]
-    return log_density.T, diff
 
 
 def _moments(resp, diff, covariance_type: str) -> MixtureStats:
@@ -299,70 +260,6 @@ def _complete_chunk(params, X, row_mask, covariance_type):
     log_density, diff = component_log_density(params, X, covariance_type)
     resp, loglik = _responsibilities(log_density, params.weights, row_mask)
     return _moments(resp, diff, covariance_type), loglik
-
-
-def component_variances(scale, covariance_type: str, n_components: int, n_features: int):
-    """Sigma_k as (K, d, d) for full/tied, per-coordinate variances (K, d) otherwise."""
-    K, d = n_components, n_features
-    if covariance_type in ("full", "tied"):
-        L = scale_tril(scale, covariance_type, K, d)
-        return L @ jnp.swapaxes(L, -1, -2)
-    if covariance_type == "diag":
-        return scale**2
-    return jnp.broadcast_to(scale[:, None] ** 2, (K, d))
-
-
-def conditional_components(params: Params, X, observed, covariance_type: str):
-    """Each component's marginal over a row's observed coordinates, and the missing
-    coordinates' conditional Gaussian given them.
-
-    ``X`` (n, d) may hold anything where ``observed`` (n, d) is 0.  Returns
-    ``(log_density (n, K), dx (n, K, d), cond_cov)``: log N(x_o | mu_ko, Sigma_k,oo);
-    ``dx = E[x | x_o, k] - mu_k``; ``cond_cov`` = Cov[x | x_o, k], (n, K, d, d) for
-    full/tied and its diagonal (n, K, d) otherwise, zero on observed coordinates.
-
-    For full covariances the observed block is handled without gathering it: with
-    D = diag(observed), S = D Sigma_k D + (I - D) is block diagonal after a
-    permutation, with Sigma_oo on the observed block and the identity elsewhere, so
-    log|S| = log|Sigma_oo| and S^{-1} D (x - mu_k) = Sigma_oo^{-1}(x_o - mu_o).  All n K
-    inverses come from one batched call with the batch axis last (Gauss-Jordan for
-    d <= 20, see :mod:`latentlab.inference.linalg`).
-    """
-    K, d = params.means.shape
-    cov = component_variances(params.scale, covariance_type, K, d)
-    o = observed
-    missing = 1.0 - o
-    r = o[:, None, :] * (X[:, None, :] - params.means[None])  # (n, K, d), 0 where missing
-    n_obs = jnp.sum(o, axis=1)
-    if covariance_type in ("full", "tied"):
-        n = X.shape[0]
-        eye = jnp.eye(d, dtype=X.dtype)
-        # S for every (row, component) with the batch axis last: (d, d, n K)
-        S = jnp.einsum("nd,kde,ne->denk", o, cov, o) + (
-            eye[:, :, None, None] * missing.T[:, None, :, None]
-        )
-        S = S.reshape(d, d, n * K)
-        S_inv, log_det = spd_inverse_columns(S)
-        r_last = jnp.moveaxis(r, -1, 0).reshape(d, n * K)
-        v = jnp.moveaxis(solve_refined(S, S_inv, r_last).reshape(d, n, K), 0, -1)  # S^{-1} r
-        quad = jnp.sum(r * v, axis=-1)
-        log_det = log_det.reshape(n, K)
-        dx = r + missing[:, None, :] * jnp.einsum("kde,nke->nkd", cov, v)
-        # Sigma_k - Sigma_k D S^{-1} D Sigma_k: the conditional covariance of the missing block
-        D_S_inv_D = (
-            jnp.moveaxis(S_inv.reshape(d, d, n, K), (2, 3), (0, 1))
-            * o[:, None, :, None]
-            * o[:, None, None, :]
-        )
-        schur = cov[None] - cov[None] @ D_S_inv_D @ cov[None]
-        cond_cov = missing[:, None, :, None] * schur * missing[:, None, None, :]
-    else:
-        quad = jnp.sum(r**2 / cov[None], axis=-1)
-        log_det = jnp.einsum("nd,kd->nk", o, jnp.log(cov))
-        dx = r  # the coordinates are independent given k: E[x_m | k] = mu_km
-        cond_cov = missing[:, None, :] * cov[None]
-    log_density = -0.5 * (n_obs[:, None] * LOG_2PI + log_det + quad)
-    return log_density, dx, cond_cov
 
 
 @partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
@@ -413,65 +310,6 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
 # ----------------------------------------------------------------------------- M-step
 
 
-def _floored_cholesky(cov, floor):
-    """Lower Cholesky factor of the covariance Sigma >= G = diag(floor) that maximises
-    the Gaussian likelihood of scatter ``cov`` (one or a stack of (d, d)); ``floor`` is
-    () or (d,), positive.
-
-    With R = G^{1/2}, Sigma = R T R turns the constraint into T >= I and the scatter into
-    C~ = R^{-1} cov R^{-1}: the maximiser is T = C~ with its eigenvalues lambda below 1
-    raised to 1, i.e. Sigma = cov + sum over lambda_i < 1 of (1 - lambda_i) R u_i u_i^T R.
-
-    An eigendecomposition of C~ itself resolves its eigenpairs only to eps |C~|, and
-    with floors from 1e10 down to round-off (features whose scales differ by 1e16 under
-    an absolute ``reg_covar``) |C~| ~ 1e14 swamps exactly the eigenpairs near and below
-    1 that the floor acts on (seen: EM losing 5e-4 nats).  So they are taken from
-    F = R (cov + G)^{-1} R instead, whose eigenvalues are 1 / (1 + lambda) in (0, 1]:
-    |F| <= 1, and the floored ones (lambda < 1, eigenvalue > 1/2) come out to eps.
-    (cov + G) is inverted after scaling it to unit diagonal, where its conditioning does
-    not depend on the features' units.  The factor of the result then comes from the
-    eigendecomposition of its unit-diagonal form (R of the QR of diag(sqrt(omega)) W^T
-    has R^T R = W diag(omega) W^T), so it exists even where the floor is at round-off
-    level and a Cholesky of the matrix can fail.
-    """
-    d = cov.shape[-1]
-    dtype = cov.dtype
-    floor = jnp.broadcast_to(jnp.asarray(floor, dtype), (d,))
-    floor = jnp.maximum(floor, jnp.finfo(dtype).tiny)
-    r = jnp.sqrt(floor)
-    cov = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
-
-    def unit_diagonal(matrix, diagonal):
-        """matrix / sqrt(d_i d_j), and the lower bound min_j floor_j / d_j on its
-        eigenvalues that the constraint gives (round-off may not undercut it)."""
-        root = jnp.sqrt(diagonal)
-        bound = jnp.min(floor / diagonal, axis=-1, keepdims=True)
-        return matrix / (root[..., :, None] * root[..., None, :]), root, bound
-
-    # F = R (cov + G)^{-1} R, from the unit-diagonal form of cov + G
-    shifted = cov + jnp.diag(floor)
-    diagonal = jnp.maximum(jnp.diagonal(shifted, axis1=-2, axis2=-1), floor)
-    scaled, root, bound = unit_diagonal(shifted, diagonal)
-    alpha, V = jnp.linalg.eigh(scaled)
-    EV = (r / root)[..., :, None] * V
-    F = (EV / jnp.maximum(alpha, bound)[..., None, :]) @ jnp.swapaxes(EV, -1, -2)
-    phi, U = jnp.linalg.eigh(0.5 * (F + jnp.swapaxes(F, -1, -2)))
-    phi = jnp.clip(phi, jnp.finfo(dtype).tiny, 1.0)
-    weight = jnp.maximum(2.0 - 1.0 / phi, 0.0)  # 1 - lambda where lambda < 1, else 0
-    RU = r[:, None] * U
-    sigma = cov + (RU * weight[..., None, :]) @ jnp.swapaxes(RU, -1, -2)
-
-    # its Cholesky factor, from the unit-diagonal form's eigendecomposition
-    diagonal = jnp.maximum(jnp.diagonal(sigma, axis1=-2, axis2=-1), floor)
-    scaled, root, bound = unit_diagonal(sigma, diagonal)
-    omega, W = jnp.linalg.eigh(scaled)
-    half = jnp.sqrt(jnp.maximum(omega, bound))[..., :, None] * jnp.swapaxes(W, -1, -2)
-    L = jnp.swapaxes(jnp.linalg.qr(half, mode="r"), -1, -2)
-    sign = jnp.sign(jnp.diagonal(L, axis1=-2, axis2=-1))
-    L = L * jnp.where(sign == 0, 1.0, sign)[..., None, :]  # positive diagonal
-    return root[..., :, None] * L
-
-
 @partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
 def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type: str) -> Params:
     """PRML 9.24-9.26 from statistics about the old means mu_k, with the covariances
@@ -486,7 +324,7 @@ def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type
     covariances Sigma >= diag(reg_covar) (``reg_covar`` a number or one floor per
     feature): for a number, ``S_k`` with its eigenvalues below the floor raised to it;
     for a vector, the same after scaling feature j by reg_covar_j^{-1/2} (computed
-    as :func:`_floored_cholesky` explains); variances: ``max(S_k, reg_covar)``; spherical:
+    as :func:`floored_cholesky` explains); variances: ``max(S_k, reg_covar)``; spherical:
     ``max(mean variance, max(reg_covar))``.  Unlike
     scikit-learn's ``S_k + reg_covar I`` this is an exact (constrained) M-step, so EM
     never lowers the likelihood -- ``S_k + reg_covar I`` can, most visibly with missing
@@ -506,12 +344,12 @@ def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type
     reg = hyper.reg_covar
     if covariance_type == "full":
         cov = stats.sum_dxx / count[:, None, None] - delta[:, :, None] * delta[:, None, :]
-        scale = _floored_cholesky(cov, reg)
+        scale = floored_cholesky(cov, reg)
         scale = jnp.where(empty[:, None, None], params.scale, scale)
     elif covariance_type == "tied":
         scatter = stats.sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
         cov = jnp.sum(scatter, axis=0) / jnp.sum(mass)
-        scale = _floored_cholesky(cov, reg)
+        scale = floored_cholesky(cov, reg)
     else:
         var = stats.sum_dxx / count[:, None] - delta**2
         if covariance_type == "diag":
@@ -551,12 +389,7 @@ def params_from_responsibilities(
     diff = X[None, :, :] - means[:, None, :]
     stats = _moments(resp, diff, covariance_type)
     K, d = means.shape
-    placeholder = {
-        "full": jnp.broadcast_to(jnp.eye(d, dtype=X.dtype), (K, d, d)),
-        "tied": jnp.eye(d, dtype=X.dtype),
-        "diag": jnp.ones((K, d), X.dtype),
-        "spherical": jnp.ones((K,), X.dtype),
-    }[covariance_type]
+    placeholder = unit_scale(covariance_type, K, d, X.dtype, xp=jnp)
     start = Params(jnp.full((K,), 1.0 / K, X.dtype), means, placeholder)
     hyper = Hyper(jnp.asarray(reg_covar, X.dtype), active)
     return m_step(stats, start, hyper, covariance_type=covariance_type)

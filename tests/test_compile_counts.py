@@ -52,6 +52,7 @@ GM = latentlab.GaussianMixture
 gm = count("fit", lambda: GM(3, random_state=0).fit(X))
 count("score_any_rows", lambda: [gm.score_samples(X[:7]), gm.predict(X[:50]),
                                  gm.predict_proba(X[:100]), gm.score(X)])
+count("sample", lambda: [gm.sample(5, random_state=0), gm.sample(9, random_state=1)])
 gm_nan = count("fit_nan", lambda: GM(3, max_iter=20, random_state=0).fit(X_nan))
 count("impute_any_rows", lambda: [gm_nan.impute(X_nan[:9]), gm_nan.impute(X_nan[:120])])
 count("search_1_to_6", lambda: [GM(k, covariance_type="diag", random_state=0).fit(X)
@@ -94,3 +95,9 @@ def test_gmm_scoring_reuses_one_program_for_any_row_count(gmm_counts):
 def test_gmm_search_over_n_components_compiles_once_per_bucket(gmm_counts):
     # n_components 1..6 pad to the buckets 1, 2, 4, 8: four fit programs (before: six)
     assert gmm_counts["search_1_to_6"] == 4
+
+
+def test_gmm_sample_compiles_nothing(gmm_counts):
+    # before: 65 programs for the first draw and 32 for each new n_samples (the
+    # declaration run eagerly, op by op); now a NumPy draw of the generative story
+    assert gmm_counts["sample"] == 0

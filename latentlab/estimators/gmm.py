@@ -1,11 +1,17 @@
-"""``latentlab.GaussianMixture``: Gaussian mixtures fitted by jit-compiled EM."""
+"""``latentlab.GaussianMixture``: Gaussian mixtures fitted by jit-compiled EM.
+
+The class is the surface -- settings, validation, ``fit`` and the fitted quantities
+-- and runs over three private modules: ``_gmm_programs`` (the compiled programs),
+``_gmm_starts`` (starts, on the host) and ``_gmm_conditionals`` (imputation); the
+algebra is in :mod:`latentlab.models.gmm`.  It is over ~400 lines because ~140 are
+the user-facing docstring and ``fit`` maps between the data's and EM's units.
+"""
 
 from __future__ import annotations
 
 import warnings
 from functools import partial
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import DensityMixin
@@ -14,184 +20,41 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._validation import (
     check_data,
-    check_level,
     check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
     check_option,
+    check_positive_int,
 )
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._rows import chunked, map_row_chunks, pad_rows, padded_size
+from latentlab.estimators._gmm_conditionals import MixtureConditionalsMixin, mixture_quantile
+from latentlab.estimators._gmm_programs import (
+    CHUNK,
+    MISSING_CHUNK,
+    PAD_WORK,
+    SCORE_WORK,
+    component_bucket,
+    fixed_row_chunks,
+    make_starts,
+    pad_components,
+    row_scores,
+)
+from latentlab.estimators._gmm_programs import fit_em_program as _fit_em_program
+from latentlab.estimators._gmm_starts import MixtureStartsMixin
+from latentlab.estimators._rows import chunked, pad_rows, padded_size
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
-from latentlab.inference.em import run_em
 from latentlab.models import gmm
 
-__all__ = ["GaussianMixture"]
+# mixture_quantile: used by latentlab.impute's calibration
+__all__ = ["GaussianMixture", "mixture_quantile"]
 
 INIT_METHODS = ("kmeans", "k-means++", "random", "random_from_data")
 METHODS = ("em", "map", "svi")
 
 
-# Rows per chunk in the E-step: complete rows hold (K, chunk, d) residuals; rows with
-# missing entries hold (chunk, K, d, d) conditional covariances for full/tied.
-CHUNK = 2048
-MISSING_CHUNK = {"full": 128, "tied": 128, "diag": 1024, "spherical": 1024}
-# k-means runs (best inertia kept) for init_params="kmeans"
-KMEANS_RUNS = 3
-# Work (~flops) per call of a scoring program: sets its fixed rows per call
-SCORE_WORK = 2**22
-# EM pads n_components to its bucket only where one E-step costs at most this much
-# (~flops per component): there a compile (seconds) dwarfs the padding's run time.
-# Measured (30 SQUAREM cycles, full covariances, 16-core CPU): wine K=3 as 4 1.09x
-# (+2 ms), K=5 as 8 1.20x; 20000 x 10 data K=3 as 4 1.35x (+0.2 s), so large data
-# are not padded.
-PAD_WORK = 2**18
-
-
-def component_bucket(n_components: int) -> int:
-    """The number of components EM (on small data, see ``PAD_WORK``) and the scoring
-    programs are compiled for: the next power of two.  The extra components are
-    padding at weight exactly 0, a fixed point of EM that changes nothing else (see
-    :class:`latentlab.models.gmm.Hyper`), so a search over n_components compiles once
-    per bucket, not once per value."""
-    return 1 << (int(n_components) - 1).bit_length()
-
-
-def _pad_components(weights, means, scale, pad, covariance_type):
-    """Append ``pad`` padding components -- weight 0, mean 0, unit covariance -- to
-    host arrays (any of them None stays None; a tied covariance has no component axis)."""
-    if weights is not None:
-        weights = np.concatenate([weights, np.zeros(pad, weights.dtype)])
-    if means is not None:
-        means = np.concatenate([means, np.zeros((pad, means.shape[1]), means.dtype)])
-    if scale is not None and covariance_type != "tied":
-        unit = np.eye(scale.shape[-1]) if covariance_type == "full" else np.ones(scale.shape[1:])
-        scale = np.concatenate(
-            [scale, np.broadcast_to(unit.astype(scale.dtype), (pad, *unit.shape))]
-        )
-    return weights, means, scale
-
-
-def _fixed_row_chunks(fn, *row_arrays, chunk: int):
-    """:func:`map_row_chunks` with every call at exactly ``chunk`` rows (a power of two
-    >= 32): any row count then reuses one compiled program, where buckets would
-    compile one per size class (a predict on 7 rows, then 100, then 178: three).
-    Outputs are cut back to the input's rows (views, for internal use)."""
-    n = row_arrays[0].shape[0]
-    rows = -(-n // chunk) * chunk
-    out = map_row_chunks(fn, *(pad_rows(a, rows) for a in row_arrays), chunk=chunk)
-    return tuple(o[:n] for o in out) if isinstance(out, tuple) else out[:n]
-
-
-@partial(jax.jit, static_argnames="covariance_type")
-def _starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance_type):
-    """One start per stack of responsibilities (n_init, n, K), with the user's
-    ``weights_init``/``means_init``/``precisions_init`` (``user``, a Params without the
-    start axis) in place where ``use_user`` (3 bools) says.  The flags are traced, so
-    every combination shares one program.  ``active`` (K,) marks the components that
-    are not padding."""
-    make = partial(gmm.params_from_responsibilities, covariance_type=covariance_type, active=active)
-    starts = jax.vmap(lambda r: make(X, row_mask, r, reg_covar))(resp)
-    return gmm.Params(
-        *(
-            jnp.where(use, jnp.broadcast_to(given, start.shape), start)
-            for use, given, start in zip(use_user, user, starts, strict=True)
-        )
-    )
-
-
-@partial(jax.jit, static_argnames=("steps", "covariance_type", "max_iter", "accelerate", "verbose"))
-def _fit_em_program(
-    X,
-    row_mask,
-    resp,
-    active,
-    user,
-    use_user,
-    data,
-    reg_covar,
-    n_samples,
-    tol,
-    *,
-    steps,
-    covariance_type,
-    max_iter,
-    accelerate,
-    verbose,
+class GaussianMixture(
+    MixtureStartsMixin, MixtureConditionalsMixin, GenerativeMixin, DensityMixin, LatentEstimator
 ):
-    """The whole EM fit as one compiled program: the starts (:func:`_starts`) and
-    the EM driver from them, with ``steps = (e_step, m_step)``.  Everything else in
-    ``fit`` runs on the host in NumPy, so a cold fit compiles this program alone."""
-    starts = _starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance_type)
-    e_step, m_step = steps
-    return run_em(
-        e_step,
-        m_step,
-        starts,
-        data,
-        gmm.Hyper(reg_covar, active),
-        n_samples,
-        tol,
-        max_iter=max_iter,
-        accelerate=accelerate,
-        verbose=verbose,
-    )
-
-
-@partial(jax.jit, static_argnames="covariance_type")
-def _row_scores(params, X, observed, covariance_type):
-    """log p(x_i) (n,) and log responsibilities (n, K); rows with NaN (``observed`` 0
-    there) by their marginal over the observed coordinates."""
-    if observed is None:
-        log_density, _ = gmm.component_log_density(params, X, covariance_type)
-    else:
-        log_density, _, _ = gmm.conditional_components(params, X, observed, covariance_type)
-    weighted = log_density + jnp.log(params.weights)
-    row = jax.scipy.special.logsumexp(weighted, axis=1)
-    return row, weighted - row[:, None]
-
-
-@partial(jax.jit, static_argnames="covariance_type")
-def _conditionals(params, X, observed, covariance_type):
-    """Log responsibilities given the observed entries, and each component's
-    conditional mean (n, K, d) and covariance of the row."""
-    log_density, dx, cond_cov = gmm.conditional_components(params, X, observed, covariance_type)
-    weighted = log_density + jnp.log(params.weights)
-    log_resp = weighted - jax.scipy.special.logsumexp(weighted, axis=1, keepdims=True)
-    return log_resp, dx + params.means[None], cond_cov
-
-
-def mixture_quantile(resp, means, sd, p):
-    """Quantile p of sum_k resp_mk N(means_mkd, sd_mkd^2) for every (m, d), by bisection
-    (the CDF is monotone; 100 halvings of a +-40 sd bracket reach round-off)."""
-    from scipy.special import ndtr
-
-    lo = np.min(means - 40.0 * sd, axis=1)
-    hi = np.max(means + 40.0 * sd, axis=1)
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        below = np.einsum("mk,mkd->md", resp, ndtr((mid[:, None, :] - means) / sd)) < p
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
-
-
-def _rescale(scale, unit, covariance_type):
-    """Cholesky factors or standard deviations for data multiplied by ``unit`` (d,),
-    feature by feature (x -> U x: L -> U L, lower triangular again); spherical
-    covariances take one global unit, ``unit[0]``."""
-    if covariance_type in ("full", "tied"):
-        return unit[:, None] * scale
-    if covariance_type == "diag":
-        return scale * unit
-    return scale * unit[0]
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     """Gaussian mixture model fitted by EM (PRML 9.2), declared once in
     :func:`latentlab.models.gmm.gmm_model`.
 
@@ -222,7 +85,10 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         SQUAREM cycle of four EM steps (E- and M-step pairs), so up to
         ``4 * max_iter`` EM steps run; ``n_iter_`` and ``log_likelihoods_`` count
         cycles too.  scikit-learn counts single EM steps: ``accelerate=False`` gives
-        its count.
+        its count.  ``max_iter=0`` evaluates the start without any EM step: the
+        fitted parameters are the start, ``n_iter_`` is 0, ``converged_`` False (no
+        ``ConvergenceWarning``, as in scikit-learn) and ``lower_bound_`` is the
+        start's mean log-likelihood.
     n_init : int, default=1
         Number of starts; the best log-likelihood is kept.
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
@@ -237,6 +103,12 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         SQUAREM extrapolation, kept monotone by falling back to the plain EM step;
         see ``max_iter`` for how iterations are counted.
     random_state : int, RandomState or None, default=None
+    warm_start : bool, default=False
+        If True, each ``fit`` after the first starts from the previous fit's
+        parameters (one start: ``n_init`` and ``weights_init``/``means_init``/
+        ``precisions_init`` are ignored), as in scikit-learn; ``n_components``,
+        ``covariance_type`` and the number of features must not change.
+        ``fit`` with ``max_iter=1`` then takes one iteration per call.
     method : {"em", "map", "svi"}, default="em"
         ``"em"``: jit-compiled EM.  ``"map"``: a point estimate by Adam (AutoDelta)
         on the same NumPyro declaration -- maximum likelihood with ``prior=False``,
@@ -263,7 +135,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     covariances_, precisions_, precisions_cholesky_ : arrays shaped by ``covariance_type``
         as in scikit-learn (``precisions_cholesky_`` is upper triangular for full/tied).
     lower_bound_ : float
-        Mean per-sample log-likelihood at the fitted parameters.
+        Mean per-sample log-likelihood at the fitted parameters (with
+        ``max_iter=0``: at the start, where scikit-learn reports -inf).
     log_likelihoods_ : ndarray (n_iter_,)
         Total log-likelihood after each iteration; never decreases, and the last equals
         ``n * score(X)``.
@@ -332,6 +205,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         precisions_init=None,
         accelerate=True,
         random_state=None,
+        warm_start=False,
         method="em",
         prior=False,
         svi_steps=3000,
@@ -351,6 +225,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         self.precisions_init = precisions_init
         self.accelerate = accelerate
         self.random_state = random_state
+        self.warm_start = warm_start
         self.method = method
         self.prior = prior
         self.svi_steps = svi_steps
@@ -365,8 +240,13 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         check_option("init_params", self.init_params, INIT_METHODS)
         check_option("method", self.method, METHODS)
         K = check_n_components(self.n_components, 1, n, "at most n_samples")
-        for name in ("max_iter", "n_init", "svi_steps"):
-            _check_positive_int(name, getattr(self, name))
+        for name in ("n_init", "svi_steps"):
+            check_positive_int(name, getattr(self, name))
+        # 0 is legal (as in scikit-learn): evaluate the start, no EM step
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)):
+            raise ValueError(f"max_iter must be a non-negative integer, got {self.max_iter!r}")
+        if self.max_iter < 0:
+            raise ValueError(f"max_iter must be a non-negative integer, got {self.max_iter!r}")
         if not self.tol >= 0:
             raise ValueError(f"tol must be >= 0, got {self.tol!r}")
         if not (self.learning_rate > 0 and np.isfinite(self.learning_rate)):
@@ -375,101 +255,16 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             raise ValueError(f"reg_covar must be >= 0, got {self.reg_covar!r}")
         return K
 
-    def _user_init(self, K, d, shift, unit):
-        """User-given starting values as (weights, means, scale) or None each, in the
-        standardised units EM works in: (x - shift) / unit, feature by feature."""
-        weights = means = scale = None
-        if self.weights_init is not None:
-            weights = np.asarray(self.weights_init, dtype=np.float64)
-            if weights.shape != (K,):
-                raise ValueError(f"weights_init must have shape ({K},), got {weights.shape}")
-            if np.any(weights < 0) or not np.isclose(weights.sum(), 1.0, atol=1e-6):
-                raise ValueError("weights_init must be non-negative and sum to 1")
-        if self.means_init is not None:
-            means = np.asarray(self.means_init, dtype=np.float64)
-            if means.shape != (K, d):
-                raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
-            if not np.all(np.isfinite(means)):
-                raise ValueError("means_init must be finite")
-            means = (means - shift) / unit
-        if self.precisions_init is not None:
-            scale = self._scale_from_precisions(np.asarray(self.precisions_init, float), K, d)
-            scale = _rescale(scale, 1.0 / unit, self.covariance_type)
-        return weights, means, scale
-
-    def _scale_from_precisions(self, prec, K, d):
-        shape = {"full": (K, d, d), "tied": (d, d), "diag": (K, d), "spherical": (K,)}
-        expected = shape[self.covariance_type]
-        if prec.shape != expected:
-            raise ValueError(
-                f"precisions_init must have shape {expected} for "
-                f"covariance_type={self.covariance_type!r}, got {prec.shape}"
-            )
-        if self.covariance_type in ("diag", "spherical"):
-            if not np.all(prec > 0) or not np.all(np.isfinite(prec)):
-                raise ValueError("precisions_init must be positive")
-            return 1.0 / np.sqrt(prec)
-        try:
-            cov = np.linalg.inv(prec)
-            return np.linalg.cholesky(0.5 * (cov + np.swapaxes(cov, -1, -2)))
-        except np.linalg.LinAlgError:
-            raise ValueError("precisions_init must be symmetric positive definite") from None
-
-    def _feature_scale(self, Xc, observed):
-        """The unit s_j of each feature that EM works in: its standard deviation (about
-        its mean, over its observed entries), so that the fit is equivariant under
-        rescaling features; spherical covariances are only equivariant under one global
-        scale, so they get one, the root mean variance.  A constant feature has no scale
-        of its own and gets the root mean variance of the others."""
-        variance = np.sum(Xc**2, axis=0) / observed.sum(axis=0)
-        if self.covariance_type == "spherical":
-            variance = np.full_like(variance, np.mean(variance))
-        positive = variance > 0
-        typical = np.mean(variance[positive]) if positive.any() else 1.0
-        return np.sqrt(np.where(positive, variance, typical))
-
-    def _variance_floor(self, unit, dtype):
-        """The covariance floor in standardised units, one per feature: ``reg_covar``
-        (a variance in the data's units) over s_j^2, but never below the working
-        precision's resolution, 10 eps: a covariance eigenvalue under ~eps times the
-        feature's variance is round-off, and a component collapsed onto tied points
-        would otherwise have an infinite (NaN) likelihood -- scikit-learn lands there
-        by luck of cancellation."""
-        resolution = 10.0 * np.finfo(dtype).eps
-        return np.maximum(float(self.reg_covar) / unit**2, resolution)
-
-    def _responsibilities(self, X, K, rng):
-        """Starting responsibilities (n, K) for one start, as scikit-learn makes them."""
-        n = X.shape[0]
-        resp = np.zeros((n, K))
-        if self.init_params == "kmeans":
-            from sklearn.cluster import KMeans
-
-            # X is standardised feature by feature (see fit), which weighs a
-            # low-variance feature as much as the others and makes k-means' local optima
-            # likelier than in the data's geometry (a planted 3-cluster case: 8 of 50
-            # single runs stuck); the best of a few runs costs little next to EM.
-            # Spherical mixtures are standardised by one global scale: k-means sees
-            # the data's own geometry, as scikit-learn's single run does.
-            runs = 1 if self.covariance_type == "spherical" else KMEANS_RUNS
-            labels = KMeans(K, n_init=runs, random_state=rng).fit(X).labels_
-            resp[np.arange(n), labels] = 1.0
-        elif self.init_params == "k-means++":
-            from sklearn.cluster import kmeans_plusplus
-
-            _, indices = kmeans_plusplus(X, K, random_state=rng)
-            resp[indices, np.arange(K)] = 1.0
-        elif self.init_params == "random":
-            resp = rng.uniform(size=(n, K))
-            resp /= resp.sum(axis=1, keepdims=True)
-        else:
-            resp[rng.choice(n, size=K, replace=False), np.arange(K)] = 1.0
-        return resp
-
     # -- fitting ------------------------------------------------------------------------
 
     def fit(self, X, y=None):
-        """Fit the mixture to X (n_samples, n_features) by EM; returns self."""
+        """Fit the mixture to X (n_samples, n_features) by EM; returns self.
+
+        With ``warm_start=True`` and a previous fit, EM starts from that fit's
+        parameters (one start: ``n_init`` and the ``*_init`` settings are ignored).
+        """
+        # read before check_data resets n_features_in_
+        previous = self._previous_fit()
         X = check_data(self, X, reset=True, allow_nan=True, min_samples=1)
         observed = ~np.isnan(X)
         check_no_empty_rows(observed)
@@ -484,13 +279,16 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         # Starts are made from data with missing entries at their column means.
         unit = self._feature_scale(np.where(observed, X - shift, 0.0), observed)
         Z = np.where(observed, (X - shift) / unit, 0.0)
-        weights, means, scale = self._user_init(K, d, shift, unit)
+        if previous is None:
+            weights, means, scale = self._user_init(K, d, shift, unit)
+        else:
+            weights, means, scale = self._warm_init(previous, K, d, shift, unit)
         rng = check_random_state(self.random_state)
         need_resp = weights is None or means is None or scale is None
         resp = np.stack(
             [
                 self._responsibilities(Z, K, rng) if need_resp else np.full((n, K), 1.0 / K)
-                for _ in range(self.n_init)
+                for _ in range(self.n_init if previous is None else 1)
             ]
         )
         rows = int(np.prod(padded_size(n, CHUNK)))
@@ -517,8 +315,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                     start_data, Z, observed, reg
                 )
             else:
-                starts = _starts(*start_data[:3], reg, *start_data[3:], self.covariance_type)
-                params, trace, converged = self._fit_svi(starts, Z, observed)
+                starts = make_starts(*start_data[:3], reg, *start_data[3:], self.covariance_type)
+                params, trace, converged = self._fit_svi(starts, Z, observed, rng)
                 objective, breakdown = float(trace[-1]), False
             fitted = {name: to_numpy(v) for name, v in params._asdict().items()}
         fitted = {  # the padding components cut off
@@ -534,7 +332,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         self.params_ = {
             "weights": fitted["weights"] / fitted["weights"].sum(),
             "means": fitted["means"].astype(np.float64) * unit + shift,
-            "scale": _rescale(fitted["scale"].astype(np.float64), unit, self.covariance_type),
+            "scale": gmm.rescale(fitted["scale"].astype(np.float64), unit, self.covariance_type),
         }
         self.converged_ = converged
         bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
@@ -551,7 +349,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         self.lower_bounds_ = self.log_likelihoods_ / n  # scikit-learn's per-sample trace
         if self.method == "em":
             self._warn_on_degeneracy(fitted["scale"], np.asarray(reg, np.float64), unit, breakdown)
-        if not self.converged_ and not breakdown:
+        # max_iter=0 asks for the start itself: no warning (as scikit-learn)
+        if not self.converged_ and not breakdown and self.max_iter > 0:
             warnings.warn(
                 f"GaussianMixture EM did not converge within max_iter={self.max_iter} "
                 f"iterations (tol={self.tol}); increase max_iter or tol.",
@@ -559,31 +358,6 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 stacklevel=2,
             )
         return self
-
-    def _estep_work(self, observed):
-        """Rough cost (flops) of one E-step per component: complete rows cost d^2
-        each (d for diag/spherical), rows with missing entries d^3 (d)."""
-        n, d = observed.shape
-        dense = self.covariance_type in ("full", "tied")
-        missing = int(np.sum(~observed.all(axis=1)))
-        return (n - missing) * (d * d if dense else d) + missing * (d**3 if dense else d)
-
-    def _given_start(self, weights, means, scale, n_components, padded, dtype):
-        """``(user, use_user)`` for :func:`_starts`: the user's starting values with
-        padding components up to ``padded`` (zeros where none were given) and which
-        were given."""
-        pad = padded - n_components
-        K, d = padded, self.n_features_in_
-        shapes = {"full": (K, d, d), "tied": (d, d), "diag": (K, d), "spherical": (K,)}
-        given = _pad_components(weights, means, scale, pad, self.covariance_type)
-        shape = ((K,), (K, d), shapes[self.covariance_type])
-        user = gmm.Params(
-            *(
-                np.zeros(s, dtype) if v is None else np.asarray(v, dtype)
-                for v, s in zip(given, shape, strict=True)
-            )
-        )
-        return user, np.array([v is not None for v in given])
 
     def _fit_em(self, start_data, Xc, observed, reg):
         """Jit-compiled EM from every start on the standardised data ``Xc`` (missing
@@ -606,14 +380,9 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 )
             )
         )
-        X, row_mask, resp, active, user, use_user = start_data
+        # start_data: (X, row_mask, resp, active, user, use_user), as the program takes them
         result = _fit_em_program(
-            X,
-            row_mask,
-            resp,
-            active,
-            user,
-            use_user,
+            *start_data,
             data,
             reg,
             np.asarray(Xc.shape[0], dtype),
@@ -665,44 +434,35 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 stacklevel=3,
             )
 
-    def _fit_svi(self, starts, Z, observed):
-        """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, on
-        the standardised data ``Z`` (missing entries 0) where Adam's step size makes
-        sense; returns parameters and the objective trace in those units."""
-        from numpyro.infer.util import log_density
+    def _fit_svi(self, starts, Z, observed, rng):
+        """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, by
+        the shared multi-start driver (its keys drawn from ``rng``, the fit's random
+        state), on the standardised data ``Z`` (missing entries 0) where Adam's step
+        size makes sense; returns parameters and the objective trace in those units
+        (``fit`` maps them to the data's)."""
+        from latentlab.inference.svi import fit_best_of
 
-        from latentlab.inference.svi import fit_svi
-
-        missing = not observed.all()
+        # sliced on the host: slicing device arrays would compile a program each
+        host = {k: np.asarray(v) for k, v in starts._asdict().items()}
         Xs = jnp.asarray(np.where(observed, Z, np.nan))
         model = partial(
             gmm.gmm_model,
             n_components=int(starts.means.shape[1]),
             covariance_type=self.covariance_type,
-            has_missing=missing,
+            has_missing=not observed.all(),
             use_prior=self.method == "svi" or bool(self.prior),
         )
-        best = None
-        for i in range(starts.means.shape[0]):
-            start = {k: np.asarray(v[i]) for k, v in starts._asdict().items()}
-            fit = fit_svi(
-                model,
-                Xs,
-                guide="delta" if self.method == "map" else "normal",
-                num_steps=int(self.svi_steps),
-                learning_rate=self.learning_rate,
-                init_values=start,
-                seed=i,
-            )
-            objective, _ = log_density(model, (Xs,), {}, fit.params)
-            if best is None or objective > best[0]:
-                best = (objective, fit)
-        objective, fit = best
-        trace = np.asarray(fit.objective_trace, np.float64)
-        if self.method == "map":  # the last entry exactly at the returned parameters
-            trace = np.append(trace, float(objective))
-        params = gmm.Params(*(fit.params[k] for k in gmm.Params._fields))
-        return params, jnp.asarray(trace), True
+        best = fit_best_of(
+            model,
+            (Xs,),
+            [{k: v[i] for k, v in host.items()} for i in range(len(starts.weights))],
+            method=self.method,
+            num_steps=self.svi_steps,
+            learning_rate=self.learning_rate,
+            random_state=rng,
+        )
+        params = gmm.Params(*(best.params[k] for k in gmm.Params._fields))
+        return params, np.asarray(best.trace, np.float64), True
 
     def fit_predict(self, X, y=None):
         """Fit, then return the most probable component of each row."""
@@ -740,7 +500,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         programs; callers cut the outputs back to ``n_components_``."""
         params, centre = self._centred_params()
         pad = component_bucket(self.n_components_) - self.n_components_
-        padded = _pad_components(*params, pad, self.covariance_type)
+        padded = pad_components(*params, pad, self.covariance_type)
         return gmm.Params(*padded), centre
 
     def _rows_per_call(self, missing: bool) -> int:
@@ -781,15 +541,15 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             X = np.where(observed > 0, X - centre, 0.0)
             kind = self.covariance_type
             if complete.any():
-                row[complete], padded = _fixed_row_chunks(
-                    lambda x: _row_scores(params, x, None, kind),
+                row[complete], padded = fixed_row_chunks(
+                    lambda x: row_scores(params, x, None, kind),
                     X[complete],
                     chunk=self._rows_per_call(missing=False),
                 )
                 log_resp[complete] = padded[:, :K]
             if not complete.all():
-                row[~complete], padded = _fixed_row_chunks(
-                    lambda x, o: _row_scores(params, x, o, kind),
+                row[~complete], padded = fixed_row_chunks(
+                    lambda x, o: row_scores(params, x, o, kind),
                     X[~complete],
                     observed[~complete],
                     chunk=self._rows_per_call(missing=True),
@@ -847,160 +607,30 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     @property
     def covariances_(self):
         check_is_fitted(self)
-        scale = self.params_["scale"]
-        if self.covariance_type in ("full", "tied"):
-            return scale @ np.swapaxes(scale, -1, -2)
-        return scale**2
+        return gmm.covariances(self.params_["scale"], self.covariance_type)
 
     @property
     def precisions_cholesky_(self):
         """Upper-triangular ``P`` with precision ``P P^T`` (full/tied); 1/std otherwise."""
         check_is_fitted(self)
-        scale = self.params_["scale"]
-        if self.covariance_type in ("full", "tied"):
-            eye = np.broadcast_to(np.eye(scale.shape[-1]), scale.shape)
-            return np.swapaxes(np.linalg.solve(scale, eye), -1, -2)
-        return 1.0 / scale
+        return gmm.precisions_cholesky(self.params_["scale"], self.covariance_type)
 
     @property
     def precisions_(self):
-        P = self.precisions_cholesky_
-        if self.covariance_type in ("full", "tied"):
-            return P @ np.swapaxes(P, -1, -2)
-        return P**2
-
-    # -- imputation ---------------------------------------------------------------------
-
-    def _conditional_parts(self, X):
-        """Validated X, its observed mask, the centre c (float64, see
-        :meth:`_centred_params`) and -- chunk by chunk over the rows with missing
-        entries -- ``(rows, resp (m, K), means (m, K, d), cov)``: the conditional
-        mixture p(x - c | x_obs) = sum_k resp_k N(means_k, cov_k).
-
-        The means stay centred so that mixing them (resp sums to 1 only to the working
-        precision) and second moments lose nothing; callers add c at the end."""
-        X, observed = self._observed(X, allow_empty_rows=True)
-        incomplete = np.flatnonzero(~observed.all(axis=1))
-        chunk = self._rows_per_call(missing=True)
-        step = 8 * chunk
-
-        def parts():
-            with self._precision():
-                params, centre = self._scoring_params()
-                for start in range(0, incomplete.size, step):
-                    rows = incomplete[start : start + step]
-                    o = observed[rows]
-                    log_resp, means, cov = _fixed_row_chunks(
-                        lambda x, o: _conditionals(params, x, o, self.covariance_type),
-                        np.where(o > 0, X[rows] - centre, 0.0),
-                        o,
-                        chunk=chunk,
-                    )
-                    K = self.n_components_  # padding components cut off
-                    yield rows, np.exp(log_resp[:, :K]), means[:, :K], cov[:, :K]
-
-        return X, observed, self._centre(), parts()
-
-    def _marginal_variances(self, cov):
-        """Per-coordinate conditional variances (m, K, d) from ``cov``."""
-        if self.covariance_type in ("full", "tied"):
-            return np.diagonal(cov, axis1=-2, axis2=-1)
-        return cov
-
-    def impute(self, X, *, return_std: bool = False):
-        """Fill NaN entries with E[x_miss | x_obs] = sum_k p(k | x_obs) E[x_miss | x_obs, k].
-
-        Observed entries are returned unchanged.  With ``return_std=True`` also returns
-        the standard deviation of the conditional mixture (0 where observed); it
-        includes the spread between components, so it can be large for a row whose
-        component is uncertain.  Intervals: use :meth:`impute_interval` (the mixture
-        is not Gaussian, so mean -/+ z sd is not a calibrated interval).
-        """
-        X, observed, centre, parts = self._conditional_parts(X)
-        filled, std = X.copy(), np.zeros_like(X)
-        for rows, resp, means, cov in parts:
-            mean = np.einsum("mk,mkd->md", resp, means)
-            second = np.einsum("mk,mkd->md", resp, self._marginal_variances(cov) + means**2)
-            missing = observed[rows] == 0
-            filled[rows] = np.where(missing, mean + centre, X[rows])
-            std[rows] = np.where(missing, np.sqrt(np.maximum(second - mean**2, 0.0)), 0.0)
-        return (filled, std) if return_std else filled
-
-    def conditional_mixture(self, X):
-        """Each entry's distribution given its row's observed entries, as the mixture
-        ``sum_k weights[n, k] N(means[n, k, j], sds[n, k, j]^2)``: ``weights`` (n, K) is
-        p(k | x_obs), ``means`` and ``sds`` (n, K, d) each component's conditional mean
-        and sd (x and 0 where observed)."""
-        X, observed, centre, parts = self._conditional_parts(X)
-        K = self.n_components
-        weights = np.full((X.shape[0], K), 1.0 / K)
-        means = np.broadcast_to(X[:, None, :], (X.shape[0], K, X.shape[1])).copy()
-        sds = np.zeros_like(means)
-        for rows, resp, component_means, cov in parts:
-            missing = (observed[rows] == 0)[:, None, :]
-            weights[rows] = resp
-            means[rows] = np.where(missing, component_means + centre, means[rows])
-            sds[rows] = np.where(missing, np.sqrt(self._marginal_variances(cov)), 0.0)
-        return weights, means, sds
-
-    def impute_interval(self, X, level: float = 0.9):
-        """Central ``level`` interval of each missing entry: the quantiles
-        (1 -/+ level)/2 of its conditional mixture sum_k p(k | x_obs) N(m_k, s_k^2).
-
-        Plug-in (parameter uncertainty not included).  Returns ``(lower, upper)``,
-        each (n_samples, n_features), equal to X where observed.
-        """
-        tail = 0.5 * (1.0 - check_level(level))
-        X, observed, centre, parts = self._conditional_parts(X)
-        lower, upper = X.copy(), X.copy()
-        for rows, resp, means, cov in parts:
-            sd = np.sqrt(np.maximum(self._marginal_variances(cov), 1e-300))
-            missing = observed[rows] == 0
-            for target, out in ((tail, lower), (1.0 - tail, upper)):
-                quantile = mixture_quantile(resp, means, sd, target)
-                out[rows] = np.where(missing, quantile + centre, X[rows])
-        return lower, upper
-
-    def sample_imputations(self, X, n_imputations: int = 5, random_state=None) -> np.ndarray:
-        """Multiple imputation: draws of the missing entries from p(x_miss | x_obs).
-
-        Each draw picks a component from p(k | x_obs), then the missing coordinates
-        from that component's conditional Gaussian (correlations kept).  Returns
-        shape (n_imputations, n_samples, n_features); observed entries are X's.
-        """
-        _check_positive_int("n_imputations", n_imputations)
-        rng = check_random_state(random_state)
-        X, observed, centre, parts = self._conditional_parts(X)
-        draws = np.broadcast_to(X, (n_imputations, *X.shape)).copy()
-        for rows, resp, means, cov in parts:
-            missing = observed[rows] == 0
-            if self.covariance_type in ("full", "tied"):
-                # unit variance on observed coordinates makes every covariance PD;
-                # those coordinates are overwritten below
-                root = np.linalg.cholesky(
-                    cov + np.einsum("md,de->mde", 1.0 - missing, np.eye(X.shape[1]))[:, None]
-                )
-            else:
-                root = np.sqrt(cov)
-            cumulative = np.cumsum(resp, axis=1)
-            for m in range(n_imputations):
-                u = rng.uniform(size=(rows.size, 1))
-                k = np.minimum((u > cumulative).sum(axis=1), resp.shape[1] - 1)
-                eps = rng.standard_normal((rows.size, X.shape[1]))
-                pick = np.arange(rows.size), k
-                if root.ndim == 4:
-                    x = means[pick] + np.einsum("mde,me->md", root[pick], eps)
-                else:
-                    x = means[pick] + root[pick] * eps
-                draws[m, rows] = np.where(missing, x + centre, X[rows])
-        return draws
+        check_is_fitted(self)
+        return gmm.precisions(self.params_["scale"], self.covariance_type)
 
     def sample(self, n_samples: int = 1, random_state=None):
-        """Draw from the fitted mixture through its declaration: ``(X, component labels)``."""
+        """Draw ``(X, component labels)`` from the fitted mixture's generative story
+        (:func:`latentlab.models.gmm.draw_samples`, in float64 on the host)."""
         check_is_fitted(self)
-        with self._precision():
-            params, centre = self._centred_params()
-            trace = self._draw_from_declaration(n_samples, random_state, params._asdict())
-            X = to_numpy(trace["x"]["value"]) + centre  # un-centred in float64
-            labels = np.asarray(trace["c"]["value"], dtype=np.int64)
-        return X, labels
+        n_samples = check_positive_int("n_samples", n_samples)
+        p = self.params_
+        return gmm.draw_samples(
+            check_random_state(random_state),
+            p["weights"],
+            p["means"],
+            p["scale"],
+            self.covariance_type,
+            n_samples,
+        )

@@ -1,0 +1,157 @@
+"""How :class:`latentlab.GaussianMixture` makes its starts, on the host in NumPy:
+the standardised units EM works in, the covariance floor there, starting
+responsibilities as scikit-learn makes them, and the user's or a previous fit's
+parameters (``*_init``, ``warm_start``) in those units."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from latentlab.estimators._gmm_programs import pad_components
+from latentlab.models import gmm
+
+__all__ = ["MixtureStartsMixin", "KMEANS_RUNS"]
+
+# k-means runs (best inertia kept) for init_params="kmeans"
+KMEANS_RUNS = 3
+
+
+class MixtureStartsMixin:
+    """Start construction for :class:`latentlab.GaussianMixture` (reads its settings)."""
+
+    def _user_init(self, K, d, shift, unit):
+        """User-given starting values as (weights, means, scale) or None each, in the
+        standardised units EM works in: (x - shift) / unit, feature by feature."""
+        weights = means = scale = None
+        if self.weights_init is not None:
+            weights = np.asarray(self.weights_init, dtype=np.float64)
+            if weights.shape != (K,):
+                raise ValueError(f"weights_init must have shape ({K},), got {weights.shape}")
+            if np.any(weights < 0) or not np.isclose(weights.sum(), 1.0, atol=1e-6):
+                raise ValueError("weights_init must be non-negative and sum to 1")
+        if self.means_init is not None:
+            means = np.asarray(self.means_init, dtype=np.float64)
+            if means.shape != (K, d):
+                raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
+            if not np.all(np.isfinite(means)):
+                raise ValueError("means_init must be finite")
+            means = (means - shift) / unit
+        if self.precisions_init is not None:
+            scale = self._scale_from_precisions(np.asarray(self.precisions_init, float), K, d)
+            scale = gmm.rescale(scale, 1.0 / unit, self.covariance_type)
+        return weights, means, scale
+
+    def _previous_fit(self):
+        """This estimator's fitted parameters (data units) when ``warm_start`` asks to
+        start from them, else None."""
+        if not self.warm_start or not hasattr(self, "params_"):
+            return None
+        return {k: np.asarray(v, np.float64) for k, v in self.params_.items()}
+
+    def _warm_init(self, previous, K, d, shift, unit):
+        """The previous fit's parameters as (weights, means, scale) in the standardised
+        units of this fit (see :meth:`_user_init`)."""
+        expected = {"full": (K, d, d), "tied": (d, d), "diag": (K, d), "spherical": (K,)}
+        if (
+            previous["means"].shape != (K, d)
+            or previous["scale"].shape != expected[self.covariance_type]
+        ):
+            raise ValueError(
+                "warm_start=True: the previous fit (means_ shape "
+                f"{previous['means'].shape}, scale shape {previous['scale'].shape}) does not "
+                f"match n_components={K}, covariance_type={self.covariance_type!r} and "
+                f"{d} features; refit with warm_start=False"
+            )
+        means = (previous["means"] - shift) / unit
+        scale = gmm.rescale(previous["scale"], 1.0 / unit, self.covariance_type)
+        return previous["weights"], means, scale
+
+    def _scale_from_precisions(self, prec, K, d):
+        expected = gmm.scale_shape(self.covariance_type, K, d)
+        if prec.shape != expected:
+            raise ValueError(
+                f"precisions_init must have shape {expected} for "
+                f"covariance_type={self.covariance_type!r}, got {prec.shape}"
+            )
+        if self.covariance_type in ("diag", "spherical"):
+            if not np.all(prec > 0) or not np.all(np.isfinite(prec)):
+                raise ValueError("precisions_init must be positive")
+        try:
+            return gmm.scale_from_precisions(prec, self.covariance_type)
+        except np.linalg.LinAlgError:
+            raise ValueError("precisions_init must be symmetric positive definite") from None
+
+    def _feature_scale(self, Xc, observed):
+        """The unit s_j of each feature that EM works in: its standard deviation (about
+        its mean, over its observed entries), so that the fit is equivariant under
+        rescaling features; spherical covariances are only equivariant under one global
+        scale, so they get one, the root mean variance.  A constant feature has no scale
+        of its own and gets the root mean variance of the others."""
+        variance = np.sum(Xc**2, axis=0) / observed.sum(axis=0)
+        if self.covariance_type == "spherical":
+            variance = np.full_like(variance, np.mean(variance))
+        positive = variance > 0
+        typical = np.mean(variance[positive]) if positive.any() else 1.0
+        return np.sqrt(np.where(positive, variance, typical))
+
+    def _variance_floor(self, unit, dtype):
+        """The covariance floor in standardised units, one per feature: ``reg_covar``
+        (a variance in the data's units) over s_j^2, but never below the working
+        precision's resolution, 10 eps: a covariance eigenvalue under ~eps times the
+        feature's variance is round-off, and a component collapsed onto tied points
+        would otherwise have an infinite (NaN) likelihood -- scikit-learn lands there
+        by luck of cancellation."""
+        resolution = 10.0 * np.finfo(dtype).eps
+        return np.maximum(float(self.reg_covar) / unit**2, resolution)
+
+    def _responsibilities(self, X, K, rng):
+        """Starting responsibilities (n, K) for one start, as scikit-learn makes them."""
+        n = X.shape[0]
+        resp = np.zeros((n, K))
+        if self.init_params == "kmeans":
+            from sklearn.cluster import KMeans
+
+            # X is standardised feature by feature (see fit), which weighs a
+            # low-variance feature as much as the others and makes k-means' local optima
+            # likelier than in the data's geometry (a planted 3-cluster case: 8 of 50
+            # single runs stuck); the best of a few runs costs little next to EM.
+            # Spherical mixtures are standardised by one global scale: k-means sees
+            # the data's own geometry, as scikit-learn's single run does.
+            runs = 1 if self.covariance_type == "spherical" else KMEANS_RUNS
+            labels = KMeans(K, n_init=runs, random_state=rng).fit(X).labels_
+            resp[np.arange(n), labels] = 1.0
+        elif self.init_params == "k-means++":
+            from sklearn.cluster import kmeans_plusplus
+
+            _, indices = kmeans_plusplus(X, K, random_state=rng)
+            resp[indices, np.arange(K)] = 1.0
+        elif self.init_params == "random":
+            resp = rng.uniform(size=(n, K))
+            resp /= resp.sum(axis=1, keepdims=True)
+        else:
+            resp[rng.choice(n, size=K, replace=False), np.arange(K)] = 1.0
+        return resp
+
+    def _estep_work(self, observed):
+        """Rough cost (flops) of one E-step per component: complete rows cost d^2
+        each (d for diag/spherical), rows with missing entries d^3 (d)."""
+        n, d = observed.shape
+        dense = self.covariance_type in ("full", "tied")
+        missing = int(np.sum(~observed.all(axis=1)))
+        return (n - missing) * (d * d if dense else d) + missing * (d**3 if dense else d)
+
+    def _given_start(self, weights, means, scale, n_components, padded, dtype):
+        """``(user, use_user)`` for :func:`_starts`: the user's starting values with
+        padding components up to ``padded`` (zeros where none were given) and which
+        were given."""
+        pad = padded - n_components
+        K, d = padded, self.n_features_in_
+        given = pad_components(weights, means, scale, pad, self.covariance_type)
+        shape = ((K,), (K, d), gmm.scale_shape(self.covariance_type, K, d))
+        user = gmm.Params(
+            *(
+                np.zeros(s, dtype) if v is None else np.asarray(v, dtype)
+                for v, s in zip(given, shape, strict=True)
+            )
+        )
+        return user, np.array([v is not None for v in given])
