@@ -122,7 +122,7 @@ def em_loop_timer(X, K: int, iterations: int, theta0, phi0):
     import jax.numpy as jnp
     from latentlab.models import plsa
 
-    from latentlab.estimators.plsa import _corpus, _pad_topics, _padded_topics
+    from latentlab.estimators._plsa_programs import _corpus, _pad_topics, _padded_topics
     from latentlab.inference.em import run_em as run
 
     with jax.enable_x64(True):

@@ -56,6 +56,8 @@ import numpyro.distributions as dist
 from jax.scipy.special import gammaln, xlogy
 from numpyro import handlers
 
+from latentlab.inference.em import run_em
+
 __all__ = [
     "Params",
     "DocTopics",
@@ -305,7 +307,10 @@ def _objective(theta, phi, corpus: Corpus, hyper: Hyper, log_total):
 def _dense_e_step(theta, phi, counts):
     """The untempered E-step by dense matrix products: ``r = x / (theta Phi)`` where
     ``x > 0`` (0 elsewhere), ``n_dk = theta_dk (r Phi^T)_dk``, ``n_kw = Phi_kw (theta^T
-    r)_kw``; and ``sum x log (theta Phi)`` (-inf where a count has probability 0)."""
+    r)_kw``; and ``theta Phi`` with 1 where nothing is observed, whose ``x log`` is the
+    data term (-inf where a count has probability 0).  The logarithms are left to the
+    caller: they cost as much as a matrix product, and SQUAREM reads the objective at
+    only half of its E-steps."""
     # 1 where nothing is observed: x log 1 = 0 there, and x log 0 = -inf where a count
     # has probability 0 (whose ratio is set to 0, as at the nonzeros)
     safe = jnp.where(counts > 0, theta @ phi, 1.0)
@@ -314,19 +319,40 @@ def _dense_e_step(theta, phi, counts):
     ratio = jax.lax.optimization_barrier(jnp.where(safe > 0, counts / safe, 0.0))
     doc_counts = theta * (ratio @ phi.T)
     word_counts = phi * (theta.T @ ratio)
-    return TopicStats(doc_counts, word_counts), counts * jnp.log(safe)
+    return TopicStats(doc_counts, word_counts), safe
 
 
-def e_step(params: Params, corpus: Corpus, hyper: Hyper, *, tempered: bool = False):
+def _when(flag, objective, dtype):
+    """``objective()`` where ``flag`` (a bool, or a traced one: then in a branch that
+    is skipped where False, returning NaN there)."""
+    if flag is True:
+        return objective()
+    return jax.lax.cond(flag, objective, lambda: jnp.asarray(jnp.nan, dtype))
+
+
+def e_step(
+    params: Params,
+    corpus: Corpus,
+    hyper: Hyper,
+    *,
+    tempered: bool = False,
+    with_objective=True,
+):
     """Expected topic counts (Hofmann's E-step, summed over the nonzeros) and the objective.
 
     With ``corpus.dense`` (and ``tempered=False``) by dense matrix products, otherwise
-    at the nonzeros; the two agree to round-off.
+    at the nonzeros; the two agree to round-off.  ``with_objective`` (a traced bool
+    for :func:`latentlab.inference.em.run_em`'s ``lazy_objective``): where False, the
+    objective is skipped and NaN is returned in its place.
     """
     theta, phi = _onto_topics(params.theta, hyper), _onto_simplex(params.phi)
     if corpus.dense is not None and not tempered:  # static: the pytree's structure
-        stats, log_total = _dense_e_step(theta, phi, corpus.dense)
-        return stats, _objective(theta, phi, corpus, hyper, log_total)
+        stats, safe = _dense_e_step(theta, phi, corpus.dense)
+
+        def objective():
+            return _objective(theta, phi, corpus, hyper, corpus.dense * jnp.log(safe))
+
+        return stats, _when(with_objective, objective, theta.dtype)
     phi_entries = phi.T.at[corpus.word].get(mode="promise_in_bounds")
     expected, log_total, _ = _token_terms(theta, phi_entries, corpus, hyper.tempering, tempered)
     n_docs, n_words = theta.shape[0], phi.shape[1]
@@ -401,9 +427,9 @@ def fold_in_e_step(
     theta = _onto_topics(params.theta, fixed.hyper)
     n_docs = theta.shape[0]
     if corpus.dense is not None and fixed.phi is not None and not tempered:
-        stats, log_total = _dense_e_step(theta, fixed.phi, corpus.dense)
+        stats, safe = _dense_e_step(theta, fixed.phi, corpus.dense)
         doc_counts = stats.doc_counts
-        doc_loglik = doc_data = jnp.sum(log_total, axis=1)
+        doc_loglik = doc_data = jnp.sum(corpus.dense * jnp.log(safe), axis=1)
     else:
         expected, log_total, log_probability = _token_terms(
             theta, fixed.phi_entries, corpus, fixed.hyper.tempering, tempered
@@ -428,6 +454,22 @@ def fold_in_m_step(stats: FoldInStats, params: DocTopics, fixed: FoldInHyper) ->
     return DocTopics(_update_theta(stats.doc_counts, fixed.hyper))
 
 
+def _doc_objectives(params: DocTopics, corpus: Corpus, fixed: FoldInHyper, *, tempered: bool):
+    """:func:`fold_in_e_step` with each document's objective as the objective: the
+    blocks of the EM driver's ``blockwise`` mode."""
+    stats, _ = fold_in_e_step(params, corpus, fixed, tempered=tempered)
+    return stats, stats.doc_objective
+
+
+def _fit_objective(stats: FoldInStats, corpus: Corpus, fixed: FoldInHyper):
+    """The fit objective from the documents' parts (as :func:`fold_in_e_step`)."""
+    objective = corpus.log_coefficient + jnp.sum(stats.doc_objective)
+    return objective + jnp.where(fixed.hyper.prior_weight > 0, fixed.phi_log_prior, 0.0)
+
+
+_DOC_STEPS = {tempered: partial(_doc_objectives, tempered=tempered) for tempered in (False, True)}
+
+
 def fold_in(
     theta,
     corpus: Corpus,
@@ -439,51 +481,38 @@ def fold_in(
 ):
     """Fold in every document of ``corpus``: theta maximising the objective, topics fixed.
 
-    Each document is its own concave problem, so SQUAREM (Varadhan & Roland 2008, S3)
-    runs per document: its own step length, its own monotone fallback (a jump is kept
-    only if its objective is at least that after one plain EM step), its own stop rule
-    (objective change per cycle <= ``tol`` per token).  One global step length, as the
-    EM driver uses for the coupled fit, would be set by the slowest document.
+    Each document is its own concave problem, so the EM driver runs SQUAREM (Varadhan
+    & Roland 2008, S3) in its ``blockwise`` mode, per document: its own step length,
+    its own monotone fallback, its own stop rule (objective change per cycle <= ``tol``
+    per token).  One global step length, as the coupled fit uses, would be set by the
+    slowest document.
 
     Returns ``(theta, stats, objective, n_iter, converged)``: statistics and objective
     at the returned theta.
     """
-    e_step, m_step = partial(fold_in_e_step, tempered=tempered), fold_in_m_step
     if corpus.dense is not None:  # the nonzeros may be left out of a dense corpus
         tokens = jnp.sum(corpus.dense, axis=1)
     else:
         tokens = _doc_sum(corpus.count, corpus, theta.shape[0])
-    threshold = tol * jnp.maximum(tokens, 1.0)
-
-    def em(t):
-        stats, _ = e_step(DocTopics(t), corpus, fixed)
-        return m_step(stats, DocTopics(t), fixed).theta, stats.doc_objective
-
-    def cycle(state):
-        t0, previous, i, _ = state
-        t1, f0 = em(t0)
-        t2, f1 = em(t1)
-        r, v = t1 - t0, t2 - 2.0 * t1 + t0
-        r2, v2 = jnp.sum(r**2, axis=1), jnp.sum(v**2, axis=1)
-        alpha = jnp.minimum(-jnp.sqrt(r2 / jnp.where(v2 > 0, v2, 1.0)), -1.0)
-        alpha = jnp.where(v2 > 0, alpha, -1.0)[:, None]
-        jump = t0 - 2.0 * alpha * r + alpha**2 * v
-        t3, _ = em(jump)
-        t4, f3 = em(t3)
-        accept = jnp.isfinite(f3) & (f3 >= f1) & jnp.all(jnp.isfinite(t4), axis=1)
-        t_next = jnp.where(accept[:, None], t4, t2)
-        done = jnp.all(jnp.abs(f0 - previous) <= threshold)
-        t_next = jnp.where(done, t0, t_next)
-        return t_next, f0, i + 1, done
-
-    def keep_going(state):
-        return ~state[3] & (state[2] < max_iter)
-
-    inf = jnp.full(tokens.shape, jnp.inf, theta.dtype)
-    state = (theta, inf, 0, jnp.asarray(False))
-    theta, _, n_iter, converged = jax.lax.while_loop(keep_going, cycle, state)
-    stats, objective = e_step(DocTopics(theta), corpus, fixed)
-    return theta, stats, objective, n_iter, converged
+    result = run_em(
+        _DOC_STEPS[bool(tempered)],
+        fold_in_m_step,
+        DocTopics(theta[None]),
+        corpus,
+        fixed,
+        jnp.maximum(tokens, 1.0),
+        tol,
+        max_iter=max_iter,
+        blockwise=True,
+    )
+    stats = result.stats
+    return (
+        result.params.theta,
+        stats,
+        _fit_objective(stats, corpus, fixed),
+        result.n_iter,
+        result.converged,
+    )
 
 
 _STEPS = {

@@ -180,3 +180,94 @@ def test_estimator_keeps_the_last_finite_iterate_and_warns(monkeypatch):
     np.testing.assert_allclose(est.log_likelihoods_[-1], N * est.score(X), rtol=1e-9)
     est.params_["scale"] = 0.5 * scale
     assert not np.isfinite(est.score(X))
+
+
+# -- run_em's options: blockwise (pLSA's fold-in) and lazy_objective (pLSA's fit) ------
+
+
+def _weights_e_step(params, likelihoods, hyper, with_objective=True):
+    """Mixture weights w_b of fixed component likelihoods L (B, n, K), one problem per
+    block b: stats = expected counts, objective = sum_i log sum_k w_bk L_bik per block."""
+    del hyper
+    joint = params[:, None, :] * likelihoods
+    total = jnp.sum(joint, axis=-1)
+    stats = jnp.sum(joint / total[..., None], axis=1)
+    return stats, jnp.sum(jnp.log(total), axis=-1)
+
+
+def _weights_m_step(stats, params, hyper):
+    return stats / jnp.sum(stats, axis=-1, keepdims=True)
+
+
+def _single_block_e_step(params, likelihoods, hyper):
+    stats, objective = _weights_e_step(params, likelihoods, hyper)
+    return stats, objective[0]
+
+
+def _weights_problem():
+    rng = np.random.default_rng(0)
+    likelihoods = rng.gamma(0.5, size=(5, 30, 4)) + 1e-3
+    start = np.full((5, 4), 0.25)
+    return jnp.asarray(likelihoods), jnp.asarray(start)
+
+
+@pytest.mark.parametrize("cycles", [1, 3])
+def test_blockwise_squarem_equals_one_run_per_block(cycles):
+    # Oracle: each block fitted alone by the ordinary driver.  Blockwise mode must take
+    # every decision (step length, fallback) per block; a shared step length would
+    # give other iterates after the first cycle.
+    with jax.enable_x64(True):
+        likelihoods, start = _weights_problem()
+        together = run_em(
+            _weights_e_step, _weights_m_step, start[None], likelihoods, None,
+            jnp.ones(5), 0.0, max_iter=cycles, blockwise=True,
+        )  # fmt: skip
+        for b in range(5):
+            alone = run_em(
+                _single_block_e_step, _weights_m_step, start[b : b + 1][None],
+                likelihoods[b : b + 1], None, 1.0, 0.0, max_iter=cycles,
+            )  # fmt: skip
+            np.testing.assert_allclose(together.params[b], alone.params[0], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(together.objective[b], alone.objective, rtol=1e-12)
+        assert is_monotone(np.asarray(together.trace)[: int(together.n_iter)])
+
+
+def test_blockwise_stops_when_every_block_has_converged():
+    with jax.enable_x64(True):
+        likelihoods, start = _weights_problem()
+        tol = 1e-9
+        result = run_em(
+            _weights_e_step, _weights_m_step, start[None], likelihoods, None,
+            jnp.full(5, 30.0), tol, max_iter=500, blockwise=True,
+        )  # fmt: skip
+        assert bool(result.converged) and int(result.n_iter) < 500
+        # at the maximum the gradient of sum_i log(w L_i) is n on the support of w
+        mixture = np.einsum("bik,bk->bi", likelihoods, result.params)
+        grad = np.einsum("bik,bi->bk", likelihoods, 1.0 / mixture)
+        support = np.asarray(result.params) > 1e-6
+        np.testing.assert_allclose(grad[support], 30.0, rtol=1e-4)
+
+
+def test_lazy_objective_keeps_the_trace_monotone_and_skips_half_the_objectives():
+    calls = []
+
+    def e_step(params, likelihoods, hyper, with_objective=True):
+        calls.append(with_objective)  # traced once: the flag is a tracer in the cycle
+        stats, objective = _weights_e_step(params[None], likelihoods[None], hyper)
+        objective = jax.lax.cond(with_objective, lambda: objective[0], lambda: jnp.nan)
+        return stats[0], objective
+
+    def m_step(stats, params, hyper):
+        return stats / jnp.sum(stats)
+
+    with jax.enable_x64(True):
+        likelihoods, start = _weights_problem()
+        lazy = run_em(e_step, m_step, start[:1], likelihoods[0], None, 1.0, 0.0,
+                      max_iter=30, lazy_objective=True)  # fmt: skip
+        eager = run_em(_single_block_e_step, _weights_m_step, start[:1][None],
+                       likelihoods[:1], None, 1.0, 0.0, max_iter=30)  # fmt: skip
+    trace = np.asarray(lazy.trace)[: int(lazy.n_iter)]
+    assert np.all(np.isfinite(trace)) and is_monotone(trace)
+    # both reach the maximum of this concave problem
+    np.testing.assert_allclose(lazy.objective, eager.objective, rtol=1e-9)
+    assert any(not isinstance(flag, bool) for flag in calls)

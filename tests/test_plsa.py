@@ -218,6 +218,21 @@ def test_gradient_map_reaches_the_em_map_objective(corpus, smoothed):
     assert np.all(tv < 0.01), tv
 
 
+def test_svi_random_state_reproduces_the_fit_through_the_shared_driver(corpus):
+    # issue 17: pLSA's MAP/SVI goes through latentlab.inference.svi.fit_best_of, whose
+    # seeds come from random_state: the same random_state gives the same fit, another
+    # one reaches the SVI (its starts and its gradient noise)
+    def fit(seed):
+        return PLSA(K, method="svi", svi_steps=40, n_init=2, random_state=seed).fit(corpus)
+
+    a, b, c = fit(3), fit(3), fit(4)
+    for key in a.params_:
+        np.testing.assert_array_equal(a.params_[key], b.params_[key])
+    np.testing.assert_array_equal(a.log_likelihoods_, b.log_likelihoods_)
+    assert not np.array_equal(a.log_likelihoods_, c.log_likelihoods_)
+    assert len(a.log_likelihoods_) == a.n_iter_ == 40
+
+
 # -- tempered EM -----------------------------------------------------------------------
 
 
@@ -411,7 +426,7 @@ def test_bad_input_to_a_fitted_model(corpus, fit):
 def test_dense_and_nonzero_e_steps_agree(corpus):
     # the E-step by dense matrix products (chosen for dense corpora) against the one at
     # the nonzeros: same statistics and objective up to round-off, EM and fold-in alike
-    from latentlab.estimators.plsa import _corpus
+    from latentlab.estimators._plsa_programs import _corpus
 
     rng = np.random.default_rng(3)
     csr = sp.csr_matrix(corpus)
@@ -528,7 +543,7 @@ def test_padded_topics_give_the_unpadded_fit(corpus, monkeypatch):
     # compiled program.  Oracle: the same fit without padding, ML, MAP and tempered.
     # (SQUAREM's floor for a coordinate pushed below zero, 1e-3 of the uniform, counted
     # the padding topics at first: the trace then differed from the 10th cycle on.)
-    import latentlab.estimators.plsa as estimator_module
+    import latentlab.estimators._plsa_programs as estimator_module
 
     for settings in ({}, PRIORS, {"tempering": 0.8}):
         padded = PLSA(K, random_state=0, **settings).fit(corpus)

@@ -1,4 +1,12 @@
-"""``latentlab.PLSA``: probabilistic latent semantic analysis fitted by EM or MAP/SVI."""
+"""``latentlab.PLSA``: probabilistic latent semantic analysis fitted by EM or MAP/SVI.
+
+Longer than ~400 lines because it is one public class: its numpydoc docstring and its
+scikit-learn surface (validation, fit, fold-in of new documents, scores, document
+completion, information criteria, sampling) belong together.  The compiled programs
+and the corpus preparation live in :mod:`latentlab.estimators._plsa_programs`, the
+model's algebra in :mod:`latentlab.models.plsa`, MAP/SVI in
+:func:`latentlab.inference.svi.fit_best_of`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import gammaln
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import (
@@ -21,241 +28,29 @@ from sklearn.utils.validation import (
 
 from latentlab._validation import check_option
 from latentlab.estimators import _posterior_hooks
+from latentlab.estimators._plsa_programs import (
+    FOLD_IN_LIFT,
+    FOLD_IN_MAX_ITER,
+    FOLD_IN_TOL,
+    _corpus,
+    _doc_sums,
+    _driver,
+    _log_coefficients,
+    _pad_topics,
+    _padded_topics,
+    _tolerance_scale,
+)
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
-from latentlab.inference.em import run_em
-from latentlab.inference.programs import Program
-from latentlab.inference.summaries import bucket
 from latentlab.models import plsa
 
 __all__ = ["PLSA"]
 
 METHODS = ("em", "map", "svi")
-# Fold-in (theta for fixed topics, a concave problem per document) stops when every
-# document's objective changes by less than this per token in a SQUAREM cycle (100
-# eps bounds it in float32).  Measured: within ~1e-7 nats of the maximum per document;
-# a tenfold tighter setting costs about a third more cycles.
-FOLD_IN_TOL = 1e-8
-FOLD_IN_MAX_ITER = 1000
-# Share of the uniform mixed into the fitted theta where the fit's last fold-in starts.
-FOLD_IN_LIFT = 1e-3
-
-
-def _fit_program(
-    e_step,
-    m_step,
-    starts,
-    corpus,
-    hyper,
-    scale,
-    tol,
-    fold_in_tol,
-    *,
-    max_iter,
-    accelerate,
-    verbose,
-    tempered,
-):
-    """EM from ``starts``, then the last fold-in at the fitted topics: one program.
-
-    ``run_em`` is traced into this program, so a fit is one compilation (two programs
-    cost a second compilation and its overhead on every new shape).  Returns ``(theta,
-    phi, trace, n_iter, converged, objective)``, the objective at (theta, phi).
-    """
-    result = run_em(
-        e_step,
-        m_step,
-        starts,
-        corpus,
-        hyper,
-        scale,
-        tol,
-        max_iter=max_iter,
-        accelerate=accelerate,
-        verbose=verbose,
-    )
-    theta, phi = result.params
-    # A last fold-in makes each theta_d the exact maximiser for the final topics (as
-    # transform computes it).  It starts from the fitted theta mixed with a little of
-    # the uniform over the real topics: EM can leave a proportion at ~1e-8 that belongs
-    # at ~1e-3, and from there multiplicative updates regrow it so slowly that the
-    # per-cycle stopping rule fires first (a 60-document corpus: 0.08 nats short).
-    uniform = _uniform_topics(hyper, theta.shape[-1], theta.dtype)
-    theta = (1.0 - FOLD_IN_LIFT) * theta + FOLD_IN_LIFT * uniform
-    theta, _, objective, _, _ = plsa.fold_in(
-        theta,
-        corpus,
-        plsa.fold_in_hyper(phi, corpus, hyper),
-        fold_in_tol,
-        max_iter=FOLD_IN_MAX_ITER,
-        tempered=tempered,
-    )
-    return theta, phi, result.trace, result.n_iter, result.converged, objective
-
-
-def _uniform_topics(hyper: plsa.Hyper, n_topics: int, dtype):
-    """(n_topics,) uniform proportions over the real (unpadded) topics."""
-    if hyper.topic_mask is None:
-        return jnp.full(n_topics, 1.0 / n_topics, dtype)
-    return jnp.asarray(hyper.topic_mask / jnp.sum(hyper.topic_mask), dtype)
-
-
-def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
-    """Fold-in with topics ``phi``, from ``theta`` (None: uniform), as one program:
-    ``(theta, per-document sum x log p, objective, converged)``."""
-    if theta is None:
-        uniform = _uniform_topics(hyper, phi.shape[0], phi.dtype)
-        theta = jnp.broadcast_to(uniform, (corpus.doc_mask.shape[0], phi.shape[0]))
-    theta, stats, objective, _, converged = plsa.fold_in(
-        theta,
-        corpus,
-        plsa.fold_in_hyper(phi, corpus, hyper),
-        tol,
-        max_iter=max_iter,
-        tempered=tempered,
-    )
-    return theta, stats.doc_loglik, objective, converged
-
-
-# Small corpora run the quick-compile variants (see latentlab.inference.programs).
-_DRIVERS = {
-    "fit": Program(
-        _fit_program,
-        static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose", "tempered"),
-    ),
-    "fold_in": Program(_fold_in_program, static_argnames=("max_iter", "tempered")),
-}
-
-
-def _work(corpus: plsa.Corpus, n_components: int) -> int:
-    """Elements an E-step touches: (D, W, K) products dense, (nnz, K) at the nonzeros."""
-    if corpus.dense is not None:
-        return corpus.dense.size * n_components
-    return corpus.count.shape[0] * n_components
-
-
-def _driver(name: str, corpus: plsa.Corpus, n_components: int):
-    """The compiled fit or fold-in program for this corpus size."""
-    return _DRIVERS[name].for_work(_work(corpus, n_components))
-
-
-# Topic padding costs every step up to 3/K more matrix work (measured on digits, two
-# threads: +10% per SQUAREM cycle at K = 5 -> 8, +7% at 10 -> 12; more on one thread)
-# and saves a compilation (~0.5-1 s) per new K.  It pays on corpora up to about ten
-# times digits' E-step (2,048 x 64 x 8 elements); larger ones keep their K.
-PAD_TOPICS_MAX_WORK = 1 << 23
-
-
-def _padded_topics(corpus: plsa.Corpus, n_components: int) -> int:
-    """The number of topics to compute with for ``corpus``: :func:`topic_bucket` unless
-    the corpus is large enough for the padding's run time to outweigh a compilation."""
-    n_topics = topic_bucket(n_components)
-    return n_topics if _work(corpus, n_topics) <= PAD_TOPICS_MAX_WORK else n_components
-
-
-def topic_bucket(n_components: int) -> int:
-    """Topics the fit computes with: ``n_components`` rounded up to a multiple of 4.
-
-    The padding topics hold exactly zero weight (a fixed point of EM), so the fit is
-    the same, and fits with 5-8 (9-12, ...) topics, as in a search over K, share one
-    compiled program.
-    """
-    return -(-int(n_components) // 4) * 4
-
-
-def _pad_topics(theta, phi, n_topics):
-    """theta (..., D, K) with zero columns and phi (..., K, W) with uniform rows, up to
-    ``n_topics``: padding topics that nothing uses."""
-    pad = n_topics - theta.shape[-1]
-    if pad == 0:
-        return theta, phi
-    zeros = np.zeros((*theta.shape[:-1], pad))
-    uniform = np.full((*phi.shape[:-2], pad, phi.shape[-1]), 1.0 / phi.shape[-1])
-    return np.concatenate([theta, zeros], -1), np.concatenate([phi, uniform], -2)
-
-
-def _fold_in_rows(n: int) -> int:
-    """Padded row count for folding in ``n`` new documents: a power of two (at least
-    32) up to 4096 rows, so that calls with different row counts share few programs;
-    above that the fit's buckets (padding adds at most a quarter)."""
-    if n <= 4096:
-        return max(32, 1 << (max(n, 1) - 1).bit_length())
-    return bucket(n, 32)
 
 
 def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _doc_sums(values, csr):
-    """Per-document sums of per-nonzero ``values`` (CSR order)."""
-    doc = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-    return np.bincount(doc, weights=values, minlength=csr.shape[0])
-
-
-def _log_coefficients(csr):
-    """log N_d! - sum_w log x_dw!, per document: the multinomial coefficient."""
-    lengths = np.asarray(csr.sum(axis=1)).ravel()
-    return gammaln(lengths + 1.0) - _doc_sums(gammaln(csr.data + 1.0), csr)
-
-
-# The EM E-step uses dense matrix products (O(D W K) multiply-adds) instead of gathers
-# and scatters at the nonzeros (O(nnz K), each several times dearer on CPU) when the
-# corpus has at least this share of nonzeros, and the dense matrix stays small.
-# Measured per EM step: digits (51% nonzero) 1.4-2.3 ms dense against 2.8-4.9 ms at
-# the nonzeros; a 2,000 x 1,000 corpus with 10% nonzeros 31-39 ms against 8-13 ms.
-DENSE_MIN_DENSITY = 0.3
-DENSE_MAX_ENTRIES = 1 << 24
-
-
-def _tolerance_scale(csr) -> float:
-    """``|l_1|``: minus the log-likelihood, without the multinomial coefficient, of one
-    topic (every document drawn from the corpus's word frequencies), at least 1.
-
-    The scale of EM's relative stopping rule.  Every fit with K >= 1 topics lies
-    between it and 0, and (unlike the log-likelihood itself) it does not move with the
-    constant multinomial coefficient, which can be many times larger than the part
-    that EM changes (digits: +1.76e6 against -1.95e6).
-    """
-    frequencies = np.asarray(csr.sum(axis=0)).ravel() / csr.sum()
-    return max(float(-np.sum(csr.data * np.log(frequencies[csr.indices]))), 1.0)
-
-
-def _corpus(csr, dtype, dense=None, *, nonzeros=None, new_documents=False) -> plsa.Corpus:
-    """The counts of ``csr`` as a padded :class:`~latentlab.models.plsa.Corpus` of NumPy
-    arrays (handed to the jitted programs as they are: ``jnp.asarray`` of an integer
-    array compiles a program per shape).
-
-    ``dense``: carry the dense count matrix (None: decided by the density).
-    ``nonzeros``: carry the nonzero entries (None: unless the matrix is carried; the
-    untempered steps never read them then, and leaving them out keeps the programs'
-    shapes independent of the number of nonzeros).  ``new_documents``: documents to
-    fold in, padded to the coarser buckets of :func:`_fold_in_rows`.
-    """
-    D, nnz = csr.shape[0], csr.nnz
-    n_docs = _fold_in_rows(D) if new_documents else bucket(D, 32)
-    dtype = np.dtype(dtype)
-    if dense is None:  # the density of the real rows: padding must not flip the choice
-        density = nnz / max(D * csr.shape[1], 1)
-        dense = density >= DENSE_MIN_DENSITY and n_docs * csr.shape[1] <= DENSE_MAX_ENTRIES
-    nonzeros = not dense if nonzeros is None else nonzeros
-    matrix = None
-    if dense:
-        matrix = np.zeros((n_docs, csr.shape[1]), dtype)
-        matrix[:D] = csr.toarray()
-    if nonzeros:
-        n_entries = _fold_in_rows(nnz) if new_documents else bucket(nnz, 256)
-        pad = n_entries - nnz
-        doc = np.repeat(np.arange(D, dtype=np.int32), np.diff(csr.indptr))
-        # padding entries (count 0) sit in the last row so the document index stays sorted
-        doc = np.concatenate([doc, np.full(pad, n_docs - 1, np.int32)])
-        word = np.concatenate([csr.indices.astype(np.int32), np.zeros(pad, np.int32)])
-        count = np.concatenate([csr.data, np.zeros(pad)]).astype(dtype)
-    else:
-        doc, word, count = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, dtype)
-    doc_mask = np.concatenate([np.ones(D), np.zeros(n_docs - D)]).astype(dtype)
-    log_coefficient = np.asarray(_log_coefficients(csr).sum(), dtype)
-    return plsa.Corpus(doc, word, count, doc_mask, log_coefficient, matrix)
 
 
 class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
@@ -608,9 +403,9 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         return theta, phi, trace, n_iter, bool(converged), float(objective)
 
     def _fit_svi(self, csr, K, starts, D):
-        from numpyro.infer.util import log_density
-
-        from latentlab.inference.svi import fit_svi
+        """``"map"``/``"svi"`` from each of the ``n_init`` starts by the shared multi-start
+        driver (counts need no rescaling: no log-Jacobian); keeps the best."""
+        from latentlab.inference.svi import fit_best_of
 
         alpha, beta = (
             1.0 if v is None else float(v) for v in (self.doc_topic_prior, self.topic_word_prior)
@@ -623,28 +418,19 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
             use_prior=True,
         )
         X = jnp.asarray(csr.toarray())
-        best = None
-        seeds = check_random_state(self.random_state).randint(0, 2**30, size=self.n_init)
-        for i in range(self.n_init):
-            start = {"theta": starts.theta[i, :D], "phi": starts.phi[i]}
-            fit = fit_svi(
-                model,
-                X,
-                guide="delta" if self.method == "map" else "normal",
-                num_steps=int(self.svi_steps),
-                learning_rate=self.learning_rate,
-                init_values=start,
-                seed=int(seeds[i]),
-            )
-            objective = float(log_density(model, (X,), {}, fit.params)[0])
-            if best is None or objective > best[0]:
-                best = (objective, fit)
-        fit = best[1]
-        trace = fit.objective_trace
-        if self.method == "map":  # room for the log joint at the returned parameters
-            trace = np.append(trace, np.nan)
-        theta = np.concatenate([np.asarray(fit.params["theta"]), starts.theta[0, D:]])
-        return theta, fit.params["phi"], trace, len(trace), True
+        best = fit_best_of(
+            model,
+            (X,),
+            [{"theta": starts.theta[i, :D], "phi": starts.phi[i]} for i in range(self.n_init)],
+            method=self.method,
+            num_steps=self.svi_steps,
+            learning_rate=self.learning_rate,
+            random_state=self.random_state,
+        )
+        # for "map" the trace ends with the log joint at the returned parameters, which
+        # fit() replaces by the objective after the last fold-in
+        theta = np.concatenate([np.asarray(best.params["theta"]), starts.theta[0, D:]])
+        return theta, best.params["phi"], best.trace, len(best.trace), True
 
     @staticmethod
     def _fold_in_tol(dtype) -> float:

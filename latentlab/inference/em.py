@@ -45,27 +45,67 @@ def _report(show, start, i, objective):
         )
 
 
-def _squarem_point(params0, params1, params2):
-    """SQUAREM extrapolation (Varadhan & Roland 2008, scheme S3) from three EM iterates."""
+def _squared_norm(tree, blockwise):
+    """Sum of squares of every leaf: a scalar, or per block (leading axis)."""
+    if blockwise:
+        return sum(
+            jnp.sum(leaf**2, axis=tuple(range(1, leaf.ndim))) for leaf in jax.tree.leaves(tree)
+        )
+    return sum(jnp.sum(leaf**2) for leaf in jax.tree.leaves(tree))
+
+
+def _squarem_point(params0, params1, params2, blockwise=False):
+    """SQUAREM extrapolation (Varadhan & Roland 2008, scheme S3) from three EM iterates;
+    ``blockwise``: a step length per block (leading axis)."""
     r = jax.tree.map(jnp.subtract, params1, params0)
     v = jax.tree.map(lambda a, b, c: c - 2.0 * b + a, params0, params1, params2)
-    r2 = sum(jnp.sum(leaf**2) for leaf in jax.tree.leaves(r))
-    v2 = sum(jnp.sum(leaf**2) for leaf in jax.tree.leaves(v))
+    r2, v2 = _squared_norm(r, blockwise), _squared_norm(v, blockwise)
     # alpha = -1 reproduces params2; steps are only ever longer than plain EM's.
     alpha = jnp.minimum(-jnp.sqrt(r2 / jnp.where(v2 > 0, v2, 1.0)), -1.0)
     alpha = jnp.where(v2 > 0, alpha, -1.0)
-    return jax.tree.map(lambda a, dr, dv: a - 2.0 * alpha * dr + alpha**2 * dv, params0, r, v)
+    return jax.tree.map(
+        lambda a, dr, dv: a - _lead(2.0 * alpha, a) * dr + _lead(alpha**2, a) * dv,
+        params0,
+        r,
+        v,
+    )
+
+
+def _lead(values, leaf):
+    """A scalar, or per-block values (B,) shaped to broadcast over a (B, ...) leaf."""
+    return jnp.reshape(values, values.shape + (1,) * (leaf.ndim - values.ndim))
 
 
 def _select(condition, a, b):
-    return jax.tree.map(lambda x, y: jnp.where(condition, x, y), a, b)
+    """``a`` where ``condition`` (a scalar, or per block: the leading axis), else ``b``."""
+    return jax.tree.map(lambda x, y: jnp.where(_lead(condition, x), x, y), a, b)
 
 
-def _all_finite(tree):
+def _all_finite(tree, blockwise=False):
+    if blockwise:
+        return jnp.all(
+            jnp.stack(
+                [
+                    jnp.isfinite(leaf).reshape(leaf.shape[0], -1).all(1)
+                    for leaf in jax.tree.leaves(tree)
+                ]
+            ),
+            axis=0,
+        )
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
 
-@program(static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose"))
+@program(
+    static_argnames=(
+        "e_step",
+        "m_step",
+        "max_iter",
+        "accelerate",
+        "verbose",
+        "lazy_objective",
+        "blockwise",
+    )
+)
 def run_em(
     e_step,
     m_step,
@@ -77,6 +117,8 @@ def run_em(
     max_iter: int,
     accelerate: bool = True,
     verbose: int = 0,
+    lazy_objective: bool = False,
+    blockwise: bool = False,
 ):
     """Run EM from each start in ``params0`` (leading axis = starts); keep the best.
 
@@ -95,15 +137,38 @@ def run_em(
     extrapolation does.  ``max_iter`` counts these cycles.
     The E- and M-step appear once in the compiled program (inside a ``scan`` over
     the cycle's sub-steps), which keeps compile times short.
+
+    ``lazy_objective=True`` is for models whose objective costs a sizeable part of an
+    E-step (pLSA: a logarithm of every count's probability).  The E-step then takes a
+    keyword ``with_objective`` (a traced bool) and need only return a valid objective
+    where it is True; a SQUAREM cycle reads it at its start (the trace) and after the
+    first step from the jump, which is kept when that objective is at least the
+    start's (Varadhan & Roland's criterion), so two of the four objectives are skipped.
+    The trace stays monotone: the kept point is one EM step past a point no worse than
+    the start, and the fallback theta2 is two EM steps past the start.
+
+    ``blockwise=True`` is for a problem that separates into independent blocks along
+    the parameters' leading axis (pLSA's fold-in: one concave problem per document).
+    The E-step's objective is then a vector, each block's part, and everything SQUAREM
+    decides is decided per block: its step length (one global step would be set by the
+    slowest block), its fallback, and the stopping rule, which waits for every block's
+    change to be at most ``tol * n_samples`` (``n_samples`` may be a vector, a scale
+    per block).  ``trace`` and ``objective`` hold the sum over blocks and per block;
+    only a NaN counts as a breakdown (a block at -inf stays there: converged).
     """
     dtype = jax.tree.leaves(params0)[0].dtype
     n_substeps = 4 if accelerate else 1
 
     # The statistics' shapes, for the loop carries.  Traced once: tracing the E-step
     # is a large part of the time a fresh process spends before its first fit.
-    stats_shape = jax.eval_shape(e_step, jax.tree.map(lambda leaf: leaf[0], params0), data, hyper)[
-        0
-    ]
+    stats_shape, objective_shape = jax.eval_shape(
+        e_step, jax.tree.map(lambda leaf: leaf[0], params0), data, hyper
+    )
+    # blockwise: one objective per block, summed where one number is wanted
+    total = jnp.sum if blockwise else (lambda objective: objective)
+
+    def nans():
+        return jnp.full(objective_shape.shape, jnp.nan, dtype)
 
     def zeros_like_stats():
         return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stats_shape)
@@ -111,14 +176,17 @@ def run_em(
     def cycle(theta0):
         """Objective and statistics at theta0, and the next iterate."""
         zero_stats = zeros_like_stats()
-        nan = jnp.asarray(jnp.nan, dtype)
 
         def substep(carry, i):
             # sub-step i evaluates E at p and maps p -> M(E(p)):
             #   0: p = theta0 -> theta1      1: p = theta1 -> theta2
             #   2: p = jump   -> jump1       3: p = jump1  -> jump2
             p, theta1, theta2, objective0, stats0, objective1, objective_jump = carry
-            stats, objective = e_step(p, data, hyper)
+            if lazy_objective:
+                needed = (i == 0) | (i == n_substeps - 1)
+                stats, objective = e_step(p, data, hyper, with_objective=needed)
+            else:
+                stats, objective = e_step(p, data, hyper)
             q = m_step(stats, p, hyper)
             objective0 = jnp.where(i == 0, objective, objective0)
             stats0 = _select(i == 0, stats, stats0)
@@ -126,23 +194,26 @@ def run_em(
             objective1 = jnp.where(i == 1, objective, objective1)
             theta2 = _select(i == 1, q, theta2)
             objective_jump = jnp.where(i == 3, objective, objective_jump)
-            p_next = _select(i == 1, _squarem_point(theta0, theta1, q), q) if accelerate else q
+            if accelerate:
+                p_next = _select(i == 1, _squarem_point(theta0, theta1, q, blockwise), q)
+            else:
+                p_next = q
             return (p_next, theta1, theta2, objective0, stats0, objective1, objective_jump), None
 
-        carry = (theta0, theta0, theta0, nan, zero_stats, nan, nan)
+        carry = (theta0, theta0, theta0, nans(), zero_stats, nans(), nans())
         carry, _ = jax.lax.scan(substep, carry, jnp.arange(n_substeps))
         p_next, _, theta2, objective0, stats0, objective1, objective_jump = carry
         if accelerate:
-            accept = jnp.isfinite(objective_jump) & (objective_jump >= objective1)
-            p_next = _select(accept & _all_finite(p_next), p_next, theta2)
+            reference = objective0 if lazy_objective else objective1
+            accept = jnp.isfinite(objective_jump) & (objective_jump >= reference)
+            p_next = _select(accept & _all_finite(p_next, blockwise), p_next, theta2)
         return objective0, stats0, p_next
 
     def single(start, index):
         stats = zeros_like_stats()
         trace = jnp.full((max_iter,), jnp.nan, dtype)
-        nan = jnp.asarray(jnp.nan, dtype)
         false = jnp.asarray(False)
-        state = (start, stats, nan, false, false, 0, trace, start, false)
+        state = (start, stats, nans(), false, false, 0, trace, start, false)
 
         def cond(state):
             return ~state[4]
@@ -151,14 +222,19 @@ def run_em(
             params, stats_before, previous, _, was_done, j, trace, params_before, _ = state
             objective, stats, params_next = cycle(params)
             # a breakdown keeps the iterate before (state: its stats and objective)
-            breakdown = ~jnp.isfinite(objective)
-            converged = (j > 0) & ~breakdown & (jnp.abs(objective - previous) <= tol * n_samples)
+            change_ok = jnp.abs(objective - previous) <= tol * n_samples
+            if blockwise:
+                breakdown = jnp.any(jnp.isnan(objective))
+                change_ok = jnp.all(change_ok | (objective == previous))
+            else:
+                breakdown = ~jnp.isfinite(objective)
+            converged = (j > 0) & ~breakdown & change_ok
             done = breakdown | converged | (j == max_iter)
-            trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(objective), trace)
+            trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
                 show = (j > 0) & (j % verbose == 0) & ~was_done
-                jax.debug.callback(_report, show, index, j, objective)
+                jax.debug.callback(_report, show, index, j, total(objective))
             kept = _select(breakdown, params_before, params)
             stats = _select(breakdown, stats_before, stats)
             objective = jnp.where(breakdown & (j > 0), previous, objective)
@@ -187,7 +263,8 @@ def run_em(
         runs = jax.tree.map(lambda leaf: leaf[None], run)
     else:
         runs = jax.vmap(single)(params0, jnp.arange(n_starts))
-    finite = jnp.where(jnp.isfinite(runs.objective), runs.objective, -jnp.inf)
+    totals = jnp.sum(runs.objective, axis=1) if blockwise else runs.objective
+    finite = jnp.where(jnp.isfinite(totals), totals, -jnp.inf)
     best = jnp.argmax(finite)
     result = jax.tree.map(lambda leaf: leaf[best], runs)
     return result._replace(start_objectives=runs.objective)
