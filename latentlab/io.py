@@ -47,6 +47,9 @@ _META_KEYS = {
     "string_arrays",
     "sha256",
 }
+# optional: names among string_arrays whose values were NumPy str ("<U") arrays (class
+# labels), restored as such; the others (feature names) are object arrays of str
+_OPTIONAL_META_KEYS = {"unicode_arrays"}
 # dtypes a saved array may have; anything else (objects, strings, structured) is refused
 _DTYPES = {np.dtype(t) for t in ("<f8", "<f4", "<i8", "<i4", "|b1", "|u1")}
 _MAX_MEMBERS = 4096
@@ -132,7 +135,7 @@ def save(estimator, path) -> None:
         settings[k], saved = _setting(v)
         if not saved:
             unsaved.append(k)
-    scalars, arrays, lists = {}, {}, {}
+    scalars, arrays, lists, unicode = {}, {}, {}, []
     skipped = _SKLEARN_PRIVATE | _FIT_SCRATCH.get(name, set())
     for key, value in vars(estimator).items():
         if key in params or key in skipped:
@@ -149,6 +152,9 @@ def save(estimator, path) -> None:
                 arrays[f"{key}/{k}"] = np.asarray(v)
         elif isinstance(value, np.ndarray) and value.dtype == object:
             lists[key] = [str(v) for v in value]
+        elif isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.ndim == 1:
+            lists[key] = value.tolist()
+            unicode.append(key)
         elif isinstance(value, np.ndarray):
             arrays[key] = value
         elif isinstance(value, _JSON_TYPES):
@@ -167,6 +173,8 @@ def save(estimator, path) -> None:
         "scalars": scalars,
         "string_arrays": lists,
     }
+    if unicode:
+        meta["unicode_arrays"] = unicode
     try:
         meta["sha256"] = _digest(meta, arrays)
         blob = np.frombuffer(json.dumps(meta, allow_nan=False).encode(), dtype=np.uint8)
@@ -266,8 +274,9 @@ def _check_meta(meta) -> None:
         raise _Corrupt("not a latentlab model file")
     if meta.get("version") != VERSION:
         raise _Corrupt(f"unsupported format version {meta.get('version')!r}")
-    if set(meta) != _META_KEYS:
-        raise _Corrupt(f"metadata keys {sorted(set(meta) ^ _META_KEYS)} are unexpected or missing")
+    if not _META_KEYS <= set(meta) <= _META_KEYS | _OPTIONAL_META_KEYS:
+        odd = (set(meta) - _OPTIONAL_META_KEYS) ^ _META_KEYS
+        raise _Corrupt(f"metadata keys {sorted(odd)} are unexpected or missing")
     kinds = {
         "class": str,
         "sha256": str,
@@ -285,6 +294,13 @@ def _check_meta(meta) -> None:
     for key, value in meta["string_arrays"].items():
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _Corrupt(f"fitted attribute {key!r} is not a list of strings")
+    unicode = meta.get("unicode_arrays", [])
+    if not (
+        isinstance(unicode, list)
+        and all(isinstance(v, str) for v in unicode)
+        and set(unicode) <= set(meta["string_arrays"])
+    ):
+        raise _Corrupt("metadata 'unicode_arrays' does not name string attributes")
 
 
 def _reject_constant(token):
@@ -381,8 +397,9 @@ def _load(path):
         raise _Corrupt(f"invalid settings ({err})") from err
     for key, value in meta["scalars"].items():
         setattr(estimator, key, value)
+    unicode = set(meta.get("unicode_arrays", []))
     for key, value in meta["string_arrays"].items():
-        setattr(estimator, key, np.asarray(value, dtype=object))
+        setattr(estimator, key, np.asarray(value, dtype=str if key in unicode else object))
     for key, value in arrays.items():
         setattr(estimator, key, value)
     for key, value in dicts.items():
@@ -460,7 +477,12 @@ def _check_fitted_values(estimator, class_name, names) -> None:
     for name in names:
         value = getattr(estimator, name)
         if name.startswith("n_") and name.endswith("_") and not isinstance(value, bool):
-            if not isinstance(value, int) or value < 0:
+            # counts per component (PLS n_iter_) are integer arrays
+            if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
+                valid = bool(np.all(value >= 0))
+            else:
+                valid = isinstance(value, int) and value >= 0
+            if not valid:
                 raise _Corrupt(f"{name} must be a non-negative integer, got {value!r}")
         values = value.values() if isinstance(value, dict) else [value]
         for v in values:

@@ -16,6 +16,7 @@ COUNTS = RNG.poisson(2.0, size=(30, 12)).astype(float)
 COUNTS[COUNTS.sum(axis=1) == 0, 0] = 1
 X_MISSING = X.copy()
 X_MISSING[::5, 1] = np.nan
+LABELS = (X[:, 0] > np.median(X[:, 0])).astype(int) + (X[:, 1] > np.median(X[:, 1]))
 
 # class name -> (constructor settings, fit arguments, arguments of each method)
 DEFAULT_CALLS = {
@@ -34,6 +35,9 @@ RECIPES = {
     ),
     "CCA": (dict(n_components=2), (X, Y), {"transform": (X, Y), "score": (X, Y)}),
     "KernelCCA": (dict(n_components=2, reg=0.1), (X, Y), {"transform": (X, Y)}),
+    "PLSRegression": (dict(n_components=2), (X, Y), {"transform": (X, Y), "score": (X, Y)}),
+    "PLSCanonical": (dict(n_components=2), (X, Y), {"transform": (X, Y), "score": (X, Y)}),
+    "PLSSVD": (dict(n_components=2), (X, Y), {"transform": (X, Y)}),
     "PPCA": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
     "FactorAnalysis": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
     "BayesianPCA": (dict(n_components=3, random_state=0), (X,), {"transform": (X,)}),
@@ -48,6 +52,28 @@ RECIPES = {
         (COUNTS,),
         {"transform": (COUNTS,), "score_samples": (COUNTS,), "score": (COUNTS,)},
     ),
+    "LinearDiscriminantAnalysis": (
+        dict(solver="eigen", shrinkage="auto"),
+        (X, LABELS),
+        {"transform": (X,), "score": (X, LABELS)},
+    ),
+    "MDS": (dict(n_components=2), (X,), {"transform": (X[:5] + 0.1,)}),
+    "GaussianRandomProjection": (dict(n_components=3, random_state=0), (X,), {}),
+    "SparseRandomProjection": (
+        dict(n_components=3, density=0.5, compute_inverse_components=True, random_state=0),
+        (X,),
+        {},
+    ),
+    "Isomap": (dict(n_neighbors=8, n_components=2), (X,), {"transform": (X[:5] + 0.1,)}),
+    "LocallyLinearEmbedding": (
+        dict(n_neighbors=8, n_components=2),
+        (X,),
+        {"transform": (X[:5] + 0.1,)},
+    ),
+    "SpectralEmbedding": (dict(n_components=2, affinity="rbf", gamma=0.05), (X,), {}),
+    "SpectralClustering": (dict(n_clusters=2, gamma=0.05, random_state=0), (X,), {}),
+    "KMeans": (dict(n_clusters=3, n_init=2, random_state=0), (X,), {}),
+    "AgglomerativeClustering": (dict(n_clusters=3, linkage="average"), (X,), {}),
 }
 
 

@@ -40,7 +40,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 # one kernel per group, the groups in parallel; about equal work each
 GROUPS = (
-    ("choosing_k", "ppca_vs_fa"),
+    ("choosing_k", "ppca_vs_fa", "manifolds"),
     ("plsa_topics", "embedding_uncertainty", "supervised_alpha"),
 )
 CELL_TIMEOUT_S = 300
@@ -182,12 +182,24 @@ def check_plsa_topics(s):
     assert s["completion_perplexity"] > s["heldout_perplexity"]
 
 
+def check_manifolds(s):
+    # the graph methods unroll the S-curve: their coordinates rank the points by the
+    # planted position t almost perfectly, on training and held-out points alike;
+    # PCA (and classical MDS of Euclidean distances, which equals it) cannot
+    graph_methods = ("Isomap", "LLE", "Laplacian eigenmaps")
+    assert all(s["training"][m] > 0.99 for m in graph_methods), s["training"]
+    assert all(s["held_out"][m] > 0.99 for m in ("Isomap", "LLE")), s["held_out"]
+    assert s["training"]["PCA"] < 0.95, s["training"]
+    assert s["pca_vs_mds_max_abs_difference"] < 1e-8
+
+
 CHECKS = {
     "choosing_k": check_choosing_k,
     "ppca_vs_fa": check_ppca_vs_fa,
     "embedding_uncertainty": check_embedding_uncertainty,
     "supervised_alpha": check_supervised_alpha,
     "plsa_topics": check_plsa_topics,
+    "manifolds": check_manifolds,
 }
 
 

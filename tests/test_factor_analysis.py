@@ -345,3 +345,26 @@ def test_default_start_reaches_the_best_optimum_on_monotone_missing_data():
     np.testing.assert_allclose(default.score(X), -5.63488, atol=1e-5)
     trace = default.log_likelihoods_
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+
+
+@pytest.mark.parametrize("svd_method", ["lapack", "randomized"])
+def test_svd_method_gives_the_exact_em_fit_that_sklearn_reaches(planted, fitted, svd_method):
+    # latentlab's EM decomposes only the d x d covariance (exactly), so both of
+    # scikit-learn's SVD choices give the default fit; scikit-learn's own fit with the
+    # same svd_method is the oracle for the optimum's likelihood.
+    X, _, _ = planted
+    est = FactorAnalysis(2, svd_method=svd_method, iterated_power=1, random_state=0).fit(X)
+    np.testing.assert_array_equal(est.components_, fitted.components_)
+    np.testing.assert_array_equal(est.log_likelihoods_, fitted.log_likelihoods_)
+    sk = SkFA(2, svd_method=svd_method, iterated_power=1, tol=1e-8, max_iter=10000).fit(X)
+    assert est.score(X) >= sk.score(X) - 1e-9
+    assert est.score(X) == pytest.approx(sk.score(X), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "setting", [{"svd_method": "arpack"}, {"iterated_power": -1}, {"iterated_power": 1.5}]
+)
+def test_bad_svd_settings_are_refused_by_name(planted, setting):
+    X, _, _ = planted
+    with pytest.raises(ValueError, match=next(iter(setting))):
+        FactorAnalysis(2, **setting).fit(X)

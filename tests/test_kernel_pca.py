@@ -103,11 +103,54 @@ def test_randomized_eigensolver_agrees_with_dense_on_decaying_spectrum():
     assert_allclose(fast.eigenvectors_, dense.eigenvectors_, atol=1e-7)
 
 
-def test_components_beyond_kernel_rank_are_dropped_with_warning():
-    with pytest.warns(UserWarning, match="rank"):
-        kpca = latentlab.KernelPCA(n_components=6, kernel="linear").fit(IRIS)
+def test_components_beyond_kernel_rank_are_dropped_with_remove_zero_eig():
+    kpca = latentlab.KernelPCA(n_components=6, kernel="linear", remove_zero_eig=True).fit(IRIS)
     assert kpca.n_components_ == 4 and kpca.transform(NEW).shape == (len(NEW), 4)
     assert np.all(kpca.eigenvalues_ > 0)
+
+
+@pytest.mark.parametrize("solver", ["dense", "arpack"])
+def test_zero_eigenvalue_components_are_kept_at_zero_by_default_as_sklearn(solver):
+    # issue 15: remove_zero_eig=False (scikit-learn's default) keeps the components beyond
+    # the rank, with eigenvalue exactly 0 and projections 0 (no division by zero)
+    settings = dict(n_components=6, kernel="linear", eigen_solver=solver)
+    ours = latentlab.KernelPCA(**settings, random_state=0).fit(IRIS)
+    ref = decomposition.KernelPCA(**settings, random_state=0).fit(IRIS)
+    assert ours.n_components_ == 6
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10, atol=0)
+    assert np.all(ours.eigenvalues_[4:] == 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        Z, Z_fit = ours.transform(NEW), ours.fit_transform(IRIS)
+    assert np.all(Z[:, 4:] == 0) and np.all(Z_fit[:, 4:] == 0)
+    Z_ref = ref.transform(NEW)
+    assert_allclose(align_signs(Z[:, :4], Z_ref[:, :4]), Z_ref[:, :4], atol=1e-10)
+    assert_allclose(Z_fit[:, :4], ours.transform(IRIS)[:, :4], atol=1e-10)
+
+
+def test_n_components_none_and_remove_zero_eig_drop_a_zero_kernel_as_sklearn():
+    X = np.array([[1 - 1e-30, 1], [1, 1], [1, 1 - 1e-20]])  # centred kernel exactly 0
+    for settings, width in [
+        ({}, 0),
+        ({"n_components": 2}, 2),
+        (dict(n_components=2, remove_zero_eig=True), 0),
+    ]:
+        ref = decomposition.KernelPCA(**settings).fit_transform(X)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "numerically zero"
+            ours = latentlab.KernelPCA(**settings).fit_transform(X)
+        assert ours.shape == ref.shape == (3, width)
+        assert np.all(ours == 0)
+
+
+def test_copy_x_false_keeps_a_reference_and_true_a_copy():
+    X = IRIS.copy()
+    copied = latentlab.KernelPCA(n_components=2, kernel="rbf").fit(X)
+    shared = latentlab.KernelPCA(n_components=2, kernel="rbf", copy_X=False).fit(X)
+    assert copied.X_fit_ is not X and shared.X_fit_ is X  # as scikit-learn's copy_X
+    Z = copied.transform(NEW)
+    X[:] = 0.0
+    assert_allclose(copied.transform(NEW), Z, rtol=1e-12)
 
 
 def test_pandas_output_and_feature_names():
@@ -206,10 +249,12 @@ def test_rounding_error_eigenvalue_is_not_a_component():
     # issue 15, bug 3: centring cancels kernel entries of ~3000 (poly kernel), leaving an
     # "eigenvalue" of 7.8e-13 whose exact value is ~1e-30; scikit-learn returns 0
     X = np.array([[5.0, 1.0], [5.0 + 1e-8, 1e-8], [5.0 + 1e-8, 0.0]])
-    with pytest.warns(UserWarning, match="numerical rank"):
-        kpca = latentlab.KernelPCA(n_components=2, kernel="poly").fit(X)
+    kpca = latentlab.KernelPCA(n_components=2, kernel="poly", remove_zero_eig=True).fit(X)
     np.testing.assert_allclose(kpca.eigenvalues_, [189.08333151], rtol=1e-8)
     assert kpca.n_components_ == 1
+    kept = latentlab.KernelPCA(n_components=2, kernel="poly").fit(X)  # remove_zero_eig=False
+    ref = decomposition.KernelPCA(n_components=2, kernel="poly").fit(X)
+    assert kept.eigenvalues_[1] == ref.eigenvalues_[1] == 0.0
 
 
 def test_precomputed_kernel_matches_sklearn_and_the_built_in_kernel():
@@ -281,8 +326,8 @@ def test_lanczos_is_the_default_for_large_n_and_matches_sklearn_dense(X, gamma):
 def test_lanczos_on_a_kernel_of_lower_rank_than_asked():
     # the linear kernel of 600 x 5 data has rank 5: the Krylov space runs out after one
     # block, and the solver must still return the exact spectrum (PCA's)
-    with pytest.warns(UserWarning, match="numerical rank"):
-        kpca = latentlab.KernelPCA(n_components=10, eigen_solver="arpack").fit(LANCZOS_X)
+    kpca = latentlab.KernelPCA(n_components=10, eigen_solver="arpack", remove_zero_eig=True)
+    kpca.fit(LANCZOS_X)
     assert kpca.solver_ == "lanczos" and kpca.n_components_ == 5
     pca = latentlab.PCA(n_components=5).fit(LANCZOS_X)
     assert_allclose(kpca.eigenvalues_, pca.singular_values_**2, rtol=1e-10)

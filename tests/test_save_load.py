@@ -89,6 +89,14 @@ def test_save_load_round_trip_reproduces_every_method(name, fitted, tmp_path):
         for e, g in zip(np.atleast_1d(expected), np.atleast_1d(got), strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12, err_msg=f"{name}.{method}")
         compared.append(method)
+    if not (hasattr(est, "transform") or hasattr(est, "predict")):
+        # transductive (SpectralEmbedding, SpectralClustering): compare the fitted result
+        for attr in ("embedding_", "labels_"):
+            if hasattr(est, attr):
+                np.testing.assert_array_equal(getattr(loaded, attr), getattr(est, attr))
+                compared.append(attr)
+        assert compared, f"{name} has no transform, predict, embedding_ or labels_"
+        return
     assert "transform" in compared or "predict" in compared, compared
 
 
@@ -245,3 +253,19 @@ def test_closed_form_models_check_restored_values(
     arrays[attribute] = value(arrays[attribute])
     _rewrite(path, meta, arrays)
     assert message in _refused(path)
+
+
+def test_string_class_labels_round_trip_with_their_dtype(tmp_path):
+    """Class labels given as strings are NumPy str arrays; they come back as such (not
+    as object arrays, which feature names are), and predictions are the same labels."""
+    labels = np.array(["b", "a", "c"])[np.arange(len(X)) % 3]
+    est = latentlab.LinearDiscriminantAnalysis().fit(X, labels)
+    est.save(tmp_path / "lda.npz")
+    loaded = latentlab.load(tmp_path / "lda.npz")
+    assert loaded.classes_.dtype.kind == "U"
+    np.testing.assert_array_equal(loaded.classes_, ["a", "b", "c"])
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    meta, arrays = _contents(tmp_path / "lda.npz")
+    meta["unicode_arrays"] = ["not_an_attribute_"]
+    _rewrite(tmp_path / "lda.npz", meta, arrays)
+    assert "unicode_arrays" in _refused(tmp_path / "lda.npz")

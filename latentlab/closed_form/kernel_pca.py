@@ -191,11 +191,16 @@ def fit_kernel_pca(
 def kernel_pca_transform(
     X_new, X_fit, params, eigenvalues, eigenvectors, column_means, grand_mean, *, kernel, degree=3
 ):
-    """Coordinates of new points: centred test kernel times ``v_k / sqrt(lambda_k)``."""
+    """Coordinates of new points: centred test kernel times ``v_k / sqrt(lambda_k)``.
+
+    A component kept with eigenvalue 0 (no variance) projects every point to 0.
+    """
     K_new = center_test_kernel(
         kernel_matrix(kernel, X_new, X_fit, params, degree), column_means, grand_mean
     )
-    return K_new @ (eigenvectors / jnp.sqrt(eigenvalues))
+    positive = eigenvalues > 0
+    scale = jnp.where(positive, 1.0 / jnp.sqrt(jnp.where(positive, eigenvalues, 1.0)), 0.0)
+    return K_new @ (eigenvectors * scale)
 
 
 @program(static_argnames=("kernel", "degree"))

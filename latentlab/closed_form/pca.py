@@ -11,7 +11,9 @@ Three ways to the same decomposition of the centred data ``Xc = U S V^T``:
                         sketch, power iterations re-orthonormalised by QR, and an SVD of
                         the small projected matrix; O(n d k).
 ``pca_lanczos``         block Lanczos (:func:`block_lanczos_eigh`, shared with kernel
-                        PCA) on the scatter operator, run to a residual tolerance.
+                        PCA) on the scatter operator, run to a residual tolerance;
+                        ``pca_lanczos_sparse`` the same for a sparse X, centred
+                        implicitly.
 
 All return a :class:`PCADecomposition` with components as rows, signed so that the
 largest-magnitude entry of each component is positive (scikit-learn's convention).
@@ -35,6 +37,8 @@ __all__ = [
     "pca_from_scatter",
     "pca_randomized",
     "pca_lanczos",
+    "pca_lanczos_sparse",
+    "SparseRows",
     "scatter_about_mean",
     "shifted_gram_is_safe",
     "SHIFTED_GRAM_MAX_RATIO",
@@ -375,6 +379,81 @@ def pca_lanczos(
     )
     V = top.eigenvectors.T
     s = jnp.linalg.norm(Xc @ top.eigenvectors, axis=0)
+    order = jnp.argsort(-s)
+    return _decomposition(mean, V[order], s[order], total_variance, n), top.converged
+
+
+class SparseRows(NamedTuple):
+    """An n x d matrix in coordinate form; padding entries have value 0."""
+
+    rows: jax.Array  # (nnz,) int32, in row order
+    cols: jax.Array  # (nnz,) int32
+    values: jax.Array  # (nnz,)
+
+    def matmat(self, M, n: int):
+        """``X M`` for dense M (d, b)."""
+        terms = self.values[:, None] * M[self.cols]
+        return jax.ops.segment_sum(terms, self.rows, num_segments=n, indices_are_sorted=True)
+
+    def rmatmat(self, Y, d: int):
+        """``X^T Y`` for dense Y (n, b)."""
+        return jax.ops.segment_sum(self.values[:, None] * Y[self.rows], self.cols, num_segments=d)
+
+
+@program(
+    static_argnames=(
+        "n_samples",
+        "n_features",
+        "n_components",
+        "block_size",
+        "max_blocks",
+        "max_products",
+    )
+)
+def pca_lanczos_sparse(
+    X: SparseRows,
+    mean,
+    total_variance,
+    key,
+    tol,
+    *,
+    n_samples: int,
+    n_features: int,
+    n_components: int,
+    block_size: int,
+    max_blocks: int,
+    max_products: int,
+):
+    """:func:`pca_lanczos` for a sparse X, centred implicitly (X is never densified).
+
+    Each scatter product is ``Xc^T (Xc M)`` with ``Xc M = X M - 1 (mean^T M)`` formed
+    as an (n, b) dense block, then ``Xc^T Y = X^T Y - mean (1^T Y)``: the centring
+    acts on the products, so nothing cancels as in ``X^T X - n mean mean^T``.
+    ``mean`` and ``total_variance`` come from the host (exact sums over the non-zeros).
+    Returns ``(PCADecomposition, converged)``.
+    """
+    n, d = n_samples, n_features
+
+    def centred_product(M):  # Xc M
+        return X.matmat(M, n) - mean @ M
+
+    def scatter_product(M):  # Xc^T Xc M
+        Y = centred_product(M)
+        return X.rmatmat(Y, d) - jnp.outer(mean, jnp.sum(Y, axis=0))
+
+    top = block_lanczos_eigh(
+        scatter_product,
+        d,
+        key,
+        n_components=n_components,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        max_products=max_products,
+        tol=tol,
+        dtype=mean.dtype,
+    )
+    V = top.eigenvectors.T
+    s = jnp.linalg.norm(centred_product(top.eigenvectors), axis=0)
     order = jnp.argsort(-s)
     return _decomposition(mean, V[order], s[order], total_variance, n), top.converged
 

@@ -57,6 +57,8 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
     ``set_output`` wraps it (it wraps only methods a subclass defines itself).
     """
 
+    _min_fit_samples = 3  # fewer leaves no spread to correlate
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
@@ -70,7 +72,8 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
         name = type(self).__name__
         if Y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None")
-        X = check_data(self, X, reset=reset, allow_nan=False, min_samples=3 if reset else 1)
+        min_samples = self._min_fit_samples if reset else 1
+        X = check_data(self, X, reset=reset, allow_nan=False, min_samples=min_samples)
         check_dense_numeric(Y, "Y")
         Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
         y_ndim = Y.ndim
@@ -114,7 +117,35 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
             return self._scores_x(X), self._scores_y(Y)
 
 
-class CCA(_TwoViewTransformer):
+class _PredictThroughCoef:
+    """``predict`` and ``score`` of the two-view estimators that regress Y on X through
+    their scores (CCA, PLS): ``(X - x_mean_) @ coef_.T + intercept_``."""
+
+    def predict(self, X, copy=True):
+        """Predict Y from X: ``(X - x_mean_) @ coef_.T + intercept_``.
+
+        For CCA, as scikit-learn's ``CCA.predict``: each canonical x variate times the
+        regression of Y on its paired y variate, summed over the ``n_components_``
+        pairs (so it is not in general the least-squares regression of Y on X); with
+        ``reg > 0``, the same formula on the regularized directions.  For PLS, the PLS
+        regression through the x scores.  Returns (n_samples,) when Y was 1-D at fit,
+        else (n_samples, n_features_y).  ``copy`` is accepted for scikit-learn
+        compatibility; X is never written into.
+        """
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        Y = (X - self.x_mean_) @ self.coef_.T + self.intercept_
+        return Y[:, 0].copy() if self.y_ndim_ == 1 else Y  # owns its data
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of :meth:`predict` (averaged uniformly over
+        the Y columns), as scikit-learn's regressors."""
+        from sklearn.metrics import r2_score
+
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
+
+
+class CCA(_PredictThroughCoef, _TwoViewTransformer):
     """Canonical correlation analysis in closed form, with optional ridge regularization.
 
     Finds weight pairs (u_k, v_k) maximising the correlation of ``X u`` and ``Y v``:
@@ -249,28 +280,6 @@ class CCA(_TwoViewTransformer):
         beta = np.abs(np.diag(np.linalg.qr(self.y_weights_)[1]))
         coef = (self.x_weights_ * (beta / alpha)) @ self.y_loadings_.T  # (p, q), scaled
         return np.ascontiguousarray((coef * self.y_std_).T / self.x_std_)
-
-    def predict(self, X, copy=True):
-        """Predict Y from X: ``(X - x_mean_) @ coef_.T + intercept_``.
-
-        As scikit-learn's ``CCA.predict``: each canonical x variate times the
-        regression of Y on its paired y variate, summed over the ``n_components_``
-        pairs (so it is not in general the least-squares regression of Y on X).  With
-        ``reg > 0``, the same formula on the regularized directions.  Returns
-        (n_samples,) when Y was 1-D at fit, else (n_samples, n_features_y).  ``copy``
-        is accepted for scikit-learn compatibility; X is never written into.
-        """
-        check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
-        Y = (X - self.x_mean_) @ self.coef_.T + self.intercept_
-        return Y[:, 0].copy() if self.y_ndim_ == 1 else Y  # owns its data
-
-    def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2 of :meth:`predict` (averaged uniformly over
-        the Y columns), as scikit-learn's regressors."""
-        from sklearn.metrics import r2_score
-
-        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
 
     def _scores_x(self, X):
         # centred in float64 on the host, before any cast to float32

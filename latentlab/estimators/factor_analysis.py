@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from functools import partial
 
@@ -19,6 +20,7 @@ from latentlab.models.gaussian_latent import canonical_loadings, orient_columns
 __all__ = ["FactorAnalysis"]
 
 ROTATIONS = (None, "varimax", "quartimax")
+SVD_METHODS = ("randomized", "lapack")
 
 
 @partial(jax.jit, static_argnames="gamma")
@@ -75,6 +77,17 @@ class FactorAnalysis(GaussianLatentEstimator):
     copy : bool, default=True
         Accepted for scikit-learn compatibility; latentlab never writes into X, so
         ``copy=False`` changes nothing.
+    svd_method : {"randomized", "lapack"}, default="randomized"
+        scikit-learn's choice of SVD for the inner step of each of its iterations, an
+        SVD of the rescaled n x d data.  latentlab's EM never decomposes the data: each
+        iteration works on the d x d covariance, and the only decomposition of a fit
+        is the eigendecomposition of that covariance for the PCA start, which is
+        exact and cheaper (O(d^3)) than one randomized sketch of the data would be.
+        Both values therefore give the same fit; the setting is checked and kept so
+        that code and grids written for scikit-learn run unchanged.
+    iterated_power : int, default=3
+        Power iterations of scikit-learn's randomized SVD; checked (an integer >= 0)
+        and, as ``svd_method``, without effect on latentlab's exact EM.
 
     Attributes
     ----------
@@ -119,11 +132,15 @@ class FactorAnalysis(GaussianLatentEstimator):
         verbose=0,
         noise_variance_init=None,
         copy=True,
+        svd_method="randomized",
+        iterated_power=3,
     ):
         self.n_components = n_components
         self.rotation = rotation
         self.noise_variance_init = noise_variance_init
         self.copy = copy
+        self.svd_method = svd_method
+        self.iterated_power = iterated_power
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
@@ -143,6 +160,10 @@ class FactorAnalysis(GaussianLatentEstimator):
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
         check_option("rotation", self.rotation, ROTATIONS)
+        check_option("svd_method", self.svd_method, SVD_METHODS)
+        power = self.iterated_power
+        if isinstance(power, bool) or not isinstance(power, numbers.Integral) or power < 0:
+            raise ValueError(f"iterated_power must be an integer >= 0, got {power!r}")
         return self._fit_latent(X)
 
     # -- per-feature standardised fitting ---------------------------------------------

@@ -17,6 +17,7 @@ from latentlab._validation import check_data, check_n_components, check_option
 from latentlab.closed_form import kernel_pca as cf
 from latentlab.closed_form.kernels import KERNELS, KernelParams
 from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators._sparse import check_sparse_data, host_kernel, is_sparse
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 
 __all__ = ["KernelPCA", "resolve_kernel", "kernel_offset"]
@@ -152,8 +153,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
     ----------
     n_components : int or None, default=None
         Number of components, ``1 <= n_components <= n_samples``; None keeps every
-        component with a non-zero eigenvalue.  Components beyond the numerical rank of
-        the centred kernel are dropped with a warning.
+        component with a non-zero eigenvalue (as ``remove_zero_eig=True``).
     kernel : {"linear", "rbf", "poly", "sigmoid", "cosine", "precomputed"} or callable, \
 default="linear"
         A callable ``k(A, B)`` must map arrays (n, d), (m, d) to the (n, m) Gram matrix
@@ -186,18 +186,32 @@ default="linear"
     iterated_power : int or "auto", default="auto"
         Power iterations of the randomized solver ("auto": 7 if ``n_components <
         0.1 n_samples`` else 4).
+    remove_zero_eig : bool, default=False
+        Eigenvalues at or below the numerical rank tolerance of the centred kernel
+        (``n_samples * eps`` times the largest entry of the uncentred kernel or
+        eigenvalue, and at least 1e-12 of the largest eigenvalue; 2e-7 in float32)
+        are set to exactly 0.  False (scikit-learn's default) keeps their components,
+        which then project every point to 0, so ``n_components_ == n_components``;
+        True drops them, so ``n_components_`` may be smaller, even 0.  With
+        ``n_components=None`` they are always dropped.
     random_state : int, RandomState or None, default=None
+    copy_X : bool, default=True
+        Keep a copy of the training data in ``X_fit_`` (as scikit-learn).  False keeps
+        a reference to the validated array instead, which is the caller's own array
+        when it is already a float64 NumPy array (or SciPy sparse matrix): changing it
+        afterwards then changes :meth:`transform`.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
     ----------
     eigenvalues_ : ndarray (n_components_,)
-        Eigenvalues of the centred Gram matrix, decreasing.
+        Eigenvalues of the centred Gram matrix, decreasing; those below the rank
+        tolerance are exactly 0 (see ``remove_zero_eig``).
     eigenvectors_ : ndarray (n_samples, n_components_)
         Unit eigenvectors; the largest-magnitude entry of each is positive.
     X_fit_ : ndarray (n_samples, n_features)
         A copy of the training data (the training kernel matrix for
-        ``kernel="precomputed"``).
+        ``kernel="precomputed"``; a reference with ``copy_X=False``).
     X_offset_ : ndarray (n_features,)
         Subtracted from every sample (in float64, before any cast to float32) before the
         kernel is evaluated: the training mean for the shift-invariant kernels
@@ -214,6 +228,15 @@ default="linear"
     dual_coef_, X_transformed_fit_ : ndarray
         Pre-image regression (only with ``fit_inverse_transform=True``).
     n_components_, n_features_in_ : int
+
+    Notes
+    -----
+    Sparse X (SciPy CSR/CSC; other formats are converted): the built-in kernels are
+    formed by SciPy from the sparse rows (``A B^T`` and row norms), so X is never
+    densified, and are then decomposed as a precomputed kernel; ``X_fit_`` stays
+    sparse (such a model cannot be written by :func:`latentlab.save`), ``X_offset_``
+    is zero, and ``fit_inverse_transform=True`` is refused.  A callable kernel
+    traces JAX arrays, so sparse X is densified for it.
 
     Examples
     --------
@@ -236,7 +259,9 @@ default="linear"
         eigen_solver="auto",
         n_oversamples=10,
         iterated_power="auto",
+        remove_zero_eig=False,
         random_state=None,
+        copy_X=True,
         dtype="float64",
     ):
         self.n_components = n_components
@@ -249,7 +274,9 @@ default="linear"
         self.eigen_solver = eigen_solver
         self.n_oversamples = n_oversamples
         self.iterated_power = iterated_power
+        self.remove_zero_eig = remove_zero_eig
         self.random_state = random_state
+        self.copy_X = copy_X
         self.dtype = dtype
 
     def __sklearn_tags__(self):
@@ -257,6 +284,7 @@ default="linear"
         # X is then an (n, n) Gram matrix: cross-validation must slice its columns as
         # well as its rows (scikit-learn's KernelPCA declares the same).
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.input_tags.sparse = True
         return tags
 
     def _kernel(self):
@@ -279,7 +307,7 @@ default="linear"
     def _validate_loaded(self):
         """Checks on a model restored by :func:`latentlab.load` (settings and shapes)."""
         self._kernel()
-        n, d = np.shape(self.X_fit_)
+        n, d = self.X_fit_.shape
         k = self.n_components_
         if d != self.n_features_in_:
             raise ValueError(f"X_fit_ has {d} columns, not n_features_in_={self.n_features_in_}")
@@ -294,8 +322,8 @@ default="linear"
         for name, shape in expected.items():
             if np.shape(getattr(self, name)) != shape:
                 raise ValueError(f"{name} has shape {np.shape(getattr(self, name))}, not {shape}")
-        if not np.all(self.eigenvalues_ > 0):
-            raise ValueError("eigenvalues_ must be positive")
+        if not np.all(self.eigenvalues_ >= 0):
+            raise ValueError("eigenvalues_ must be positive or zero")
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features)."""
@@ -308,11 +336,25 @@ default="linear"
         return self.eigenvectors_ * np.sqrt(self.eigenvalues_)
 
     def _fit(self, X):
-        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        if is_sparse(X):
+            X = check_sparse_data(self, X, reset=True, min_samples=2)
+        else:
+            X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n, d = X.shape
         kernel, params, degree = resolve_kernel(
             self.kernel, self.gamma, self.degree, self.coef0, d, allow_precomputed=True
         )
+        # Built-in kernels of sparse X are formed by SciPy from the sparse rows (X is
+        # never densified) and then treated as a precomputed kernel.  A callable must
+        # trace JAX arrays, and a precomputed kernel is dense by nature: those densify.
+        host = is_sparse(X) and isinstance(kernel, str)
+        if is_sparse(X) and not host:
+            X = X.toarray()
+        if host and self.fit_inverse_transform:
+            raise ValueError(
+                "fit_inverse_transform=True is not available for sparse X: the pre-image "
+                "regression predicts dense rows; pass X.toarray()"
+            )
         if kernel is precomputed_kernel:
             if n != d:
                 raise ValueError(
@@ -347,11 +389,17 @@ default="linear"
             raise ValueError(f"iterated_power must be 'auto' or an integer >= 0, got {power!r}")
         if not isinstance(self.n_oversamples, numbers.Integral) or self.n_oversamples < 0:
             raise ValueError(f"n_oversamples must be an integer >= 0, got {self.n_oversamples!r}")
-        offset = kernel_offset(kernel, X)
+        if host:  # (no offset: shifting sparse rows would densify them)
+            offset = np.zeros(d)
+            gram = host_kernel(kernel, X, X, params.gamma, degree, params.coef0)
+            fit_input, fit_kernel = (gram + gram.T) / 2, precomputed_kernel
+        else:
+            offset = kernel_offset(kernel, X)
+            fit_input, fit_kernel = X - offset, kernel
         with self._precision():
-            Xj = to_device(X - offset)
-            if callable(kernel):
-                check_gram(jax.eval_shape(kernel, Xj, Xj), n, n)
+            Xj = to_device(fit_input)
+            if callable(fit_kernel):
+                check_gram(jax.eval_shape(fit_kernel, Xj, Xj), n, n)
             fit = partial(
                 call,
                 cf.fit_kernel_pca,
@@ -361,7 +409,7 @@ default="linear"
                 jax_key(self.random_state),
                 n_oversamples=int(self.n_oversamples),
                 n_iter=int(power),
-                kernel=kernel,
+                kernel=fit_kernel,
                 degree=degree,
             )
             if solver == "lanczos":
@@ -395,27 +443,29 @@ default="linear"
                 "kernel is not positive semi-definite. Check a precomputed or custom kernel, "
                 "or ask for fewer components."
             )
-        kept = eigenvalues > tolerance
-        rank = int(kept.sum())
-        if rank == 0:
-            raise ValueError(
-                "The centred kernel matrix is numerically zero: every sample looks the same "
-                "in the kernel's feature space, so there are no components to extract"
-            )
-        if self.n_components is not None and rank < K:
+        # scikit-learn's floor for "zero" too (_check_psd_eigenvalues: 1e-12 of the
+        # largest in float64), so its zeroed eigenvalues are ours
+        small_ratio = 2e-7 if self.dtype == "float32" else 1e-12
+        tolerance = max(tolerance, small_ratio * float(eigenvalues.max(initial=0.0)))
+        zero = eigenvalues <= tolerance
+        eigenvalues = np.where(zero, 0.0, eigenvalues)
+        kept = ~zero if self.remove_zero_eig or self.n_components is None else zero | ~zero
+        if not kept.any():
             warnings.warn(
-                f"n_components={K} exceeds the numerical rank ({rank}) of the centred "
-                f"kernel matrix; the {K - rank} component(s) with (near-)zero eigenvalues "
-                f"are dropped and n_components_={rank}.",
+                "The centred kernel matrix is numerically zero: every sample looks the same "
+                "in the kernel's feature space, so there are no components "
+                "(n_components_=0)",
                 UserWarning,
                 stacklevel=3,
             )
+        rank = int(kept.sum())
         self.solver_ = solver
         self.gamma_ = params.gamma
         self.eigenvalues_ = eigenvalues[kept]
         self.eigenvectors_ = eigenvectors[:, kept].copy()  # owns its data
         self.n_components_ = rank
-        self.X_fit_ = X.copy()  # the caller may change their array after fit
+        # the caller may change their array after fit (a reference only when asked)
+        self.X_fit_ = X.copy() if self.copy_X else X
         self.X_offset_ = offset
         self.kernel_column_means_ = to_numpy(result.column_means)
         self.kernel_grand_mean_ = float(result.grand_mean)
@@ -452,8 +502,39 @@ default="linear"
         points, shape (n_samples, n_training_samples).
         """
         check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
+        if is_sparse(X):
+            X = check_sparse_data(self, X, reset=False)
+        else:
+            X = check_data(self, X, reset=False, allow_nan=False)
         params, kernel_args = self._kernel()
+        if is_sparse(self.X_fit_):
+            # the test kernel from SciPy, as at fit time (no offset there)
+            kernel_new = host_kernel(
+                self.kernel,
+                X,
+                self.X_fit_,
+                params.gamma,
+                kernel_args["degree"],
+                params.coef0,
+            )
+            with self._precision():
+                return to_numpy(
+                    map_rows(
+                        cf.kernel_pca_transform,
+                        kernel_new,
+                        jnp.zeros((1, 1)),  # unused by a precomputed kernel
+                        params,
+                        jnp.asarray(self.eigenvalues_),
+                        jnp.asarray(self.eigenvectors_),
+                        jnp.asarray(self.kernel_column_means_),
+                        jnp.asarray(self.kernel_grand_mean_),
+                        work_per_row=len(self.eigenvectors_),
+                        kernel=precomputed_kernel,
+                        degree=kernel_args["degree"],
+                    )
+                )
+        if is_sparse(X):  # new rows for a model fitted on dense data
+            X = X.toarray()
         with self._precision():
             # the offset is removed in float64 here, before any cast to float32
             return to_numpy(

@@ -10,9 +10,16 @@ from scipy.special import gammaln
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._validation import InputTypeError, check_data, check_n_components, check_option
 from latentlab.closed_form import pca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators._sparse import (
+    check_sparse_data,
+    is_sparse,
+    sparse_coordinates,
+    sparse_moments,
+    sparse_scatter,
+)
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
 from latentlab.estimators.kernel_pca import lanczos_settings
 from latentlab.inference.summaries import scatter_about_mean
@@ -20,6 +27,7 @@ from latentlab.inference.summaries import scatter_about_mean
 __all__ = ["PCA", "mle_dimension"]
 
 SOLVERS = ("auto", "full", "covariance_eigh", "randomized", "arpack")
+SPARSE_SOLVERS = ("auto", "arpack", "covariance_eigh")  # the ones that never densify X
 
 
 def _is_fraction(n_components) -> bool:
@@ -154,6 +162,16 @@ default="auto"
 
     Notes
     -----
+    Sparse input (SciPy CSR/CSC; other formats are converted), for ``fit``,
+    ``fit_transform`` and ``transform``, as scikit-learn 1.4+: X is centred implicitly
+    and never densified.  ``svd_solver="arpack"`` (and ``"auto"``, which takes it for
+    sparse X) runs block Lanczos on the sparse products ``Xc^T (Xc M)``, each formed as
+    ``X M`` minus the mean's part; ``"covariance_eigh"`` forms the d x d scatter from
+    the sparse ``X^T X`` (``- n mean mean^T`` when the means are small against the
+    spreads, else from centred blocks of rows).  ``"full"`` and ``"randomized"`` would
+    densify X and raise ``TypeError`` (a ``ValueError`` too).  ``score`` and
+    ``score_samples`` take dense X only, as scikit-learn's.
+
     ``score`` is the probabilistic PCA log-likelihood with these ddof=1 eigenvalues,
     exactly scikit-learn's ``PCA.score``.  ``latentlab.PPCA`` scores the maximum
     likelihood (ddof=0) fit instead, so the two differ slightly on the same data.
@@ -191,9 +209,8 @@ default="auto"
 
     # -- fitting ------------------------------------------------------------------------
 
-    def _resolve(self, n_samples, n_features):
+    def _resolve(self, n_samples, n_features, sparse=False):
         """(solver, n_components or None for a fraction) after checking the settings."""
-        check_option("svd_solver", self.svd_solver, SOLVERS)
         high = min(n_samples, n_features)
         mle = isinstance(self.n_components, str) and self.n_components == "mle"
         fraction = _is_fraction(self.n_components) or mle
@@ -207,9 +224,11 @@ default="auto"
                 f"n_components={self.n_components!r} is not valid: use an int, a float in "
                 "(0, 1), 'mle' or None"
             )
+        # as scikit-learn, sparse input takes arpack unless covariance_eigh is asked for
+        solver = "arpack" if sparse and self.svd_solver == "auto" else self.svd_solver
         if self.n_components is None:
             # as scikit-learn: arpack cannot return all min(n, d) components
-            K = max(high - 1, 1) if self.svd_solver == "arpack" else high
+            K = max(high - 1, 1) if solver == "arpack" else high
         elif fraction:
             K = None
         elif isinstance(self.n_components, numbers.Real) and not isinstance(
@@ -222,7 +241,6 @@ default="auto"
             )
         else:
             K = check_n_components(self.n_components, 1, high, "min(n_samples, n_features)")
-        solver = self.svd_solver
         if solver == "auto":
             if n_features <= 1000 and n_samples >= 10 * n_features:
                 solver = "covariance_eigh"
@@ -273,44 +291,25 @@ default="auto"
         return self._project(X)
 
     def _fit(self, X):
-        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        check_option("svd_solver", self.svd_solver, SOLVERS)
+        if is_sparse(X):
+            if self.svd_solver not in SPARSE_SOLVERS:
+                # scikit-learn's wording (and TypeError, which InputTypeError also is)
+                raise InputTypeError(
+                    'PCA only support sparse inputs with the "arpack" and "covariance_eigh" '
+                    f'solvers, while "{self.svd_solver}" was passed: the other solvers '
+                    "would densify X"
+                )
+            X = check_sparse_data(self, X, reset=True, min_samples=2)
+            decompose = self._decompose_sparse
+        else:
+            X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+            decompose = self._decompose_dense
         n, d = X.shape
-        solver, K = self._resolve(n, d)
+        solver, K = self._resolve(n, d, sparse=is_sparse(X))
         high = min(n, d)
-        # Centre in float64 on the host before any cast: float32 cannot hold an offset
-        # such as 1e8 together with the unit-scale structure on top of it.  (The
-        # float64 scatter path guards against cancellation itself, without a copy.)
-        scatter_path = solver == "covariance_eigh" and self.dtype == "float64"
-        shift = np.zeros(d) if scatter_path else X.mean(axis=0)
-        Xc = X if scatter_path else X - shift
         with self._precision():
-            result = self._fit_lanczos(Xc, K) if solver == "arpack" else None
-            if solver == "arpack" and result is None:
-                solver = "full"  # exact, and cheap where n_features is too small for Krylov
-            if result is not None:
-                pass
-            elif scatter_path:
-                mean, scatter = scatter_about_mean(X)  # NumPy: see its docstring
-                result = call(
-                    cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n
-                )
-            elif solver == "covariance_eigh":
-                result = call(cf.pca_covariance_eigh, X.size, to_device(Xc))
-            elif solver == "full":
-                result = call(cf.pca_full, X.size, to_device(Xc))
-            else:
-                power = self.iterated_power
-                if power == "auto":
-                    power = 7 if K < 0.1 * high else 4
-                result = call(
-                    cf.pca_randomized,
-                    X.size,
-                    to_device(Xc),
-                    jax_key(self.random_state),
-                    n_components=K,
-                    n_oversamples=int(self.n_oversamples),
-                    n_iter=int(power),
-                )
+            solver, result, shift = decompose(X, solver, K)
             mean = shift + to_numpy(result.mean)
             components = to_numpy(result.components)[:high]
             singular_values = to_numpy(result.singular_values)[:high]
@@ -339,6 +338,76 @@ default="auto"
         self.explained_variance_ratio_ = ratio[:K].copy()
         return X
 
+    def _decompose_dense(self, X, solver, K):
+        """(solver used, PCADecomposition of X - shift, shift) for dense X."""
+        n, d = X.shape
+        # Centre in float64 on the host before any cast: float32 cannot hold an offset
+        # such as 1e8 together with the unit-scale structure on top of it.  (The
+        # float64 scatter path guards against cancellation itself, without a copy.)
+        scatter_path = solver == "covariance_eigh" and self.dtype == "float64"
+        shift = np.zeros(d) if scatter_path else X.mean(axis=0)
+        Xc = X if scatter_path else X - shift
+        result = self._fit_lanczos(Xc, K) if solver == "arpack" else None
+        if solver == "arpack" and result is None:
+            solver = "full"  # exact, and cheap where n_features is too small for Krylov
+        if result is not None:
+            pass
+        elif scatter_path:
+            mean, scatter = scatter_about_mean(X)  # NumPy: see its docstring
+            result = call(cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n)
+        elif solver == "covariance_eigh":
+            result = call(cf.pca_covariance_eigh, X.size, to_device(Xc))
+        elif solver == "full":
+            result = call(cf.pca_full, X.size, to_device(Xc))
+        else:
+            power = self.iterated_power
+            if power == "auto":
+                power = 7 if K < 0.1 * min(n, d) else 4
+            result = call(
+                cf.pca_randomized,
+                X.size,
+                to_device(Xc),
+                jax_key(self.random_state),
+                n_components=K,
+                n_oversamples=int(self.n_oversamples),
+                n_iter=int(power),
+            )
+        return solver, result, shift
+
+    def _decompose_sparse(self, X, solver, K):
+        """As :meth:`_decompose_dense` for SciPy sparse X, centred implicitly: block
+        Lanczos on the sparse products ("arpack"), or eigh of the scatter formed from
+        the sparse ``X^T X`` ("covariance_eigh", and arpack's exact fallback)."""
+        n, d = X.shape
+        mean, total_variance = sparse_moments(X)
+        result = None
+        settings = lanczos_settings(d, K, np.dtype(self.dtype)) if solver == "arpack" else None
+        if settings is not None:
+            block, blocks, products, tol = settings
+            rows, cols, values = sparse_coordinates(X)
+            coordinates = cf.SparseRows(jnp.asarray(rows), jnp.asarray(cols), jnp.asarray(values))
+            result, converged = call(
+                cf.pca_lanczos_sparse,
+                len(values) * block,
+                coordinates,
+                jnp.asarray(mean),
+                jnp.asarray(total_variance),
+                jax_key(self.random_state),
+                tol,
+                n_samples=n,
+                n_features=d,
+                n_components=K,
+                block_size=block,
+                max_blocks=blocks,
+                max_products=products,
+            )
+            result = result if bool(converged) else None
+        if result is None:
+            solver = "covariance_eigh"  # exact; d x d, which Krylov would not beat here
+            scatter = sparse_scatter(X, mean)
+            result = call(cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n)
+        return solver, result, np.zeros(d)
+
     def _fit_lanczos(self, Xc, K):
         """The block Lanczos decomposition of centred X, or None where n_features is too
         small for its Krylov basis or it did not converge (the caller then goes exact)."""
@@ -361,6 +430,11 @@ default="auto"
 
     # -- projections --------------------------------------------------------------------
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self.svd_solver in SPARSE_SOLVERS
+        return tags
+
     @property
     def _n_features_out(self):
         return self.n_components_
@@ -376,6 +450,10 @@ default="auto"
         return X - self.mean_, np.zeros(self.n_features_in_)
 
     def _project(self, X):
+        if is_sparse(X):  # X V^T - mean V^T on the host: X stays sparse
+            V = self.components_
+            Z = np.asarray(X @ V.T) - self.mean_ @ V.T
+            return (Z / self._scale()).astype(np.dtype(self.dtype))
         Xc, zero = self._centred(X)
         with self._precision():
             return to_numpy(
@@ -391,6 +469,8 @@ default="auto"
     def transform(self, X):
         """Project X onto the components: shape (n_samples, n_components_)."""
         check_is_fitted(self)
+        if is_sparse(X):
+            return self._project(check_sparse_data(self, X, reset=False))
         return self._project(check_data(self, X, reset=False, allow_nan=False))
 
     def inverse_transform(self, X):

@@ -1,0 +1,207 @@
+"""Laplacian eigenmaps (Belkin & Niyogi 2003) and spectral clustering (Ng, Jordan &
+Weiss 2002; Shi & Malik 2000) as pure jit-compiled functions.
+
+With the affinity A (self-affinities ignored), degrees ``d = A 1`` and the normalized
+Laplacian ``L = I - D^{-1/2} A D^{-1/2}``, the embedding is the bottom eigenvectors
+``u`` of L divided by ``sqrt(d)`` (the generalized eigenvectors of ``L_rw``), as
+scikit-learn's ``spectral_embedding``.  L's spectrum lies in [0, 2] and its bottom
+eigenpairs are the *top* eigenpairs of ``S = D^{-1/2} A D^{-1/2}`` (eigenvalue
+``1 - lambda``), so the shared eigensolver runs on S directly: no shift or fold, and
+its residual tolerance is relative to S's largest eigenvalue, 1.  For sparse (k-NN)
+affinities, whose bottom Laplacian eigenvalues crowd near 0, ``solver="shift_invert"``
+runs Lanczos on ``(L + 1e-9 I)^{-1}`` instead.  An isolated node (degree 0) has L's
+diagonal 0 (SciPy's convention), i.e. S's diagonal 1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from latentlab.closed_form._linalg import flip_signs_by_largest
+from latentlab.closed_form.eigensolvers import PartialEigh, partial_eigh
+from latentlab.closed_form.neighbors import _squared_distances
+from latentlab.inference.programs import program
+
+__all__ = [
+    "SpectralFit",
+    "rbf_affinity",
+    "knn_affinity",
+    "spectral_embedding",
+    "fit_spectral_embedding",
+    "fit_rbf_spectral_embedding",
+    "fit_knn_spectral_embedding",
+    "knn_affinity_program",
+]
+
+
+class SpectralFit(NamedTuple):
+    embedding: jax.Array  # (n, k)
+    eigenvalues: jax.Array  # (k,) of the normalized Laplacian, increasing
+    converged: jax.Array  # ()
+
+
+def rbf_affinity(X, gamma):
+    """``exp(-gamma |x_i - x_j|^2)``, from data centred first (the expanded squared
+    distance cancels less)."""
+    Xc = X - jnp.mean(X, axis=0)
+    return jnp.exp(-gamma * _squared_distances(Xc, Xc, jnp.sum(Xc * Xc, axis=1)))
+
+
+def knn_affinity(indices):
+    """The symmetrised connectivity ``(C + C^T) / 2`` of the graph in which row i links
+    to ``indices[i]`` (scikit-learn's ``affinity="nearest_neighbors"``)."""
+    n, k = indices.shape
+    rows = jnp.repeat(jnp.arange(n), k)
+    C = jnp.zeros((n, n), jnp.result_type(float)).at[rows, indices.ravel()].set(1.0)
+    return 0.5 * (C + C.T)
+
+
+def spectral_embedding(
+    A,
+    key,
+    *,
+    n_components: int,
+    drop_first: bool,
+    solver: str,
+    block_size: int = 0,
+    max_blocks: int = 0,
+    max_products: int = 0,
+    tol=0.0,
+) -> SpectralFit:
+    """Laplacian eigenmap of a symmetric affinity matrix A (n, n)."""
+    n = A.shape[0]
+    A = jnp.where(jnp.eye(n, dtype=bool), 0.0, 0.5 * (A + A.T))
+    degree = jnp.sum(A, axis=1)
+    isolated = degree == 0
+    scale = jnp.where(isolated, 1.0, jnp.sqrt(degree))
+    S = A / scale[:, None] / scale[None, :] + jnp.diag(isolated.astype(A.dtype))
+    wanted = n_components + 1 if drop_first else n_components
+    settings = dict(
+        block_size=block_size, max_blocks=max_blocks, max_products=max_products, tol=tol
+    )
+    if solver == "shift_invert":
+        # sparse (k-NN) affinities: S's top eigenvalues crowd within ~1e-3 of 1 in a
+        # spectrum of width 2, where plain Lanczos crawls; L - shift I (L's spectrum
+        # is in [0, 2], Cholesky resolves it to ~eps) spreads them apart.  L's null
+        # vector sqrt(d) is known: deflated, not found (left in, its 1 / (0 + 1e-9)
+        # would set the scale of the solver's tolerance).
+        L = jnp.eye(n, dtype=A.dtype) - S
+        null = (scale / jnp.linalg.norm(scale))[:, None]
+        if wanted == 1:
+            eig = PartialEigh(jnp.zeros((1,), A.dtype), null, jnp.asarray(True))
+        else:
+            rest = partial_eigh(
+                L,
+                key,
+                n_components=wanted - 1,
+                which="bottom",
+                solver=solver,
+                shift=-1e-9,
+                deflate=null,
+                **settings,
+            )
+            eig = PartialEigh(
+                jnp.concatenate([jnp.zeros((1,), A.dtype), rest.eigenvalues]),
+                jnp.concatenate([null, rest.eigenvectors], axis=1),
+                rest.converged,
+            )
+        eigenvalues = eig.eigenvalues
+    else:
+        eig = partial_eigh(S, key, n_components=wanted, which="top", solver=solver, **settings)
+        eigenvalues = 1.0 - eig.eigenvalues
+    embedding, _ = flip_signs_by_largest(eig.eigenvectors / scale[:, None], axis=0)
+    if drop_first:
+        embedding, eigenvalues = embedding[:, 1:], eigenvalues[1:]
+    return SpectralFit(embedding, eigenvalues, eig.converged)
+
+
+_STATIC = ("n_components", "drop_first", "solver", "block_size", "max_blocks", "max_products")
+
+
+@program(static_argnames=_STATIC)
+def fit_spectral_embedding(
+    A,
+    key,
+    *,
+    n_components: int,
+    drop_first: bool,
+    solver: str,
+    block_size: int = 0,
+    max_blocks: int = 0,
+    max_products: int = 0,
+    tol=0.0,
+) -> SpectralFit:
+    """:func:`spectral_embedding` of a precomputed affinity matrix."""
+    return spectral_embedding(
+        A,
+        key,
+        n_components=n_components,
+        drop_first=drop_first,
+        solver=solver,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        max_products=max_products,
+        tol=tol,
+    )
+
+
+@program(static_argnames=_STATIC)
+def fit_rbf_spectral_embedding(
+    X,
+    gamma,
+    key,
+    *,
+    n_components: int,
+    drop_first: bool,
+    solver: str,
+    block_size: int = 0,
+    max_blocks: int = 0,
+    max_products: int = 0,
+    tol=0.0,
+) -> SpectralFit:
+    """:func:`spectral_embedding` of the rbf affinity of X (one program: the n x n
+    affinity never leaves the device)."""
+    return fit_spectral_embedding.fn(
+        rbf_affinity(X, gamma),
+        key,
+        n_components=n_components,
+        drop_first=drop_first,
+        solver=solver,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        max_products=max_products,
+        tol=tol,
+    )
+
+
+@program(static_argnames=_STATIC)
+def fit_knn_spectral_embedding(
+    indices,
+    key,
+    *,
+    n_components: int,
+    drop_first: bool,
+    solver: str,
+    block_size: int = 0,
+    max_blocks: int = 0,
+    max_products: int = 0,
+    tol=0.0,
+) -> SpectralFit:
+    """:func:`spectral_embedding` of the symmetrised k-NN connectivity."""
+    return fit_spectral_embedding.fn(
+        knn_affinity(indices),
+        key,
+        n_components=n_components,
+        drop_first=drop_first,
+        solver=solver,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        max_products=max_products,
+        tol=tol,
+    )
+
+
+knn_affinity_program = program(knn_affinity)

@@ -1,0 +1,109 @@
+"""``latentlab.AgglomerativeClustering``: bottom-up hierarchical clustering
+(:mod:`latentlab.closed_form.agglomerative`)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import ClusterMixin
+
+from latentlab._validation import check_data, check_option
+from latentlab.closed_form import agglomerative as cf
+from latentlab.estimators.base import LatentEstimator
+
+__all__ = ["AgglomerativeClustering"]
+
+
+class AgglomerativeClustering(ClusterMixin, LatentEstimator):
+    """Agglomerative clustering with single, complete, average or Ward linkage on
+    Euclidean distances.
+
+    The whole tree is built by the nearest-neighbour chain with Lance-Williams
+    updates (O(n^2) time and memory), then cut into ``n_clusters`` clusters, or where
+    merges reach ``distance_threshold``.  The tree and its merge heights equal
+    ``scipy.cluster.hierarchy.linkage(X, method=linkage)`` (and so scikit-learn's
+    ``children_`` and ``distances_``); the labels are scikit-learn's up to a
+    renumbering (here clusters are numbered in order of their first sample).
+    ``distances_`` is always set: the chain computes every merge height anyway.
+    Like scikit-learn's, it has no out-of-sample ``predict``; see
+    :func:`latentlab.plots.dendrogram` to draw the tree.
+
+    Parameters
+    ----------
+    n_clusters : int or None, default=2
+        None when ``distance_threshold`` is given.
+    linkage : {"ward", "complete", "average", "single"}, default="ward"
+        Ward merges the pair that least increases the within-cluster sum of squares;
+        its heights are ``sqrt(2 na nb / (na + nb)) |mean_a - mean_b|`` (SciPy's).
+    distance_threshold : float or None, default=None
+        Merges at heights at least this are not made; needs ``n_clusters=None``.
+
+    Attributes
+    ----------
+    labels_ : ndarray (n_samples,) of int
+    n_clusters_ : int
+    n_leaves_ : int
+    n_connected_components_ : int
+        Always 1 (no connectivity constraint).
+    children_ : ndarray (n_samples - 1, 2) of int
+        The clusters merged at step i; ids below ``n_samples`` are samples, id
+        ``n_samples + i`` is the cluster formed at step i.
+    distances_ : ndarray (n_samples - 1,)
+        Merge heights, non-decreasing.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 5.0], [5.0, 6.5]])
+    >>> latentlab.AgglomerativeClustering(2).fit(X).labels_
+    array([0, 0, 1, 1])
+    """
+
+    def __init__(self, n_clusters=2, *, linkage="ward", distance_threshold=None):
+        self.n_clusters = n_clusters
+        self.linkage = linkage
+        self.distance_threshold = distance_threshold
+
+    def _check_settings(self, n_samples):
+        check_option("linkage", self.linkage, cf.LINKAGES)
+        k, threshold = self.n_clusters, self.distance_threshold
+        if (k is None) == (threshold is None):
+            raise ValueError(
+                "give exactly one of n_clusters and distance_threshold (set the other "
+                f"to None), got n_clusters={k!r}, distance_threshold={threshold!r}"
+            )
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+                raise ValueError(f"distance_threshold must be a number, got {threshold!r}")
+            if not (np.isfinite(threshold) and threshold >= 0):
+                raise ValueError(
+                    f"distance_threshold must be finite and non-negative, got {threshold!r}"
+                )
+            return None, float(threshold)
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"n_clusters must be a positive integer or None, got {k!r}")
+        if k > n_samples:
+            raise ValueError(f"n_clusters={k} exceeds n_samples={n_samples}")
+        return int(k), None
+
+    def fit(self, X, y=None):
+        """Build the tree of X (n_samples, n_features) and cut it; returns self."""
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        n = X.shape[0]
+        k, threshold = self._check_settings(n)
+        Z = cf.linkage_matrix(X, self.linkage)
+        self.children_ = Z[:, :2].astype(np.int64)
+        self.distances_ = Z[:, 2].copy()
+        if threshold is not None:
+            k = int(np.count_nonzero(self.distances_ >= threshold)) + 1
+        self.n_clusters_ = k
+        self.n_leaves_ = n
+        self.n_connected_components_ = 1
+        self.labels_ = cf.cut_tree(self.children_, n, k)
+        return self
+
+    def fit_predict(self, X, y=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X).labels_.copy()

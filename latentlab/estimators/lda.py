@@ -1,0 +1,310 @@
+"""``latentlab.LinearDiscriminantAnalysis``: Fisher's discriminant, as a classifier and
+a supervised projection."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import expit, log_expit, log_softmax
+from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from latentlab._validation import check_data, check_n_components, check_option
+from latentlab.closed_form import lda as cf
+from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators.base import LatentEstimator, to_numpy
+
+__all__ = ["LinearDiscriminantAnalysis"]
+
+
+class LinearDiscriminantAnalysis(
+    ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMixin, LatentEstimator
+):
+    """Linear discriminant analysis (Fisher 1936, Rao 1948), jit-compiled JAX in float64.
+
+    A classifier with Gaussian classes that share one covariance (the Bayes rule is
+    linear), and a supervised projection onto the directions that maximise between-
+    over within-class variance (the generalised eigenproblem ``S_b w = lambda S_w w``).
+    Same parameters, attributes and predictions as scikit-learn's
+    ``LinearDiscriminantAnalysis``.
+
+    Parameters
+    ----------
+    solver : {"svd", "eigen", "lsqr"}, default="svd"
+        ``"svd"``: whiten the within-class scatter, then principal axes of the class
+        means; handles collinear features (directions with standardised within-class
+        spread below ``tol`` are dropped) and needs no shrinkage (refused with it).
+        ``"eigen"``: generalised eigenproblem by Cholesky of the (possibly shrunk)
+        within-class covariance, which must then be positive definite.  ``"lsqr"``:
+        the classifier only, ``coef_ = S_w^{-1} means`` by least squares; no
+        ``transform``.
+    shrinkage : None, "auto" or float in [0, 1], default=None
+        For "eigen" and "lsqr": each covariance S becomes ``(1 - a) S + a tr(S)/d I``,
+        with ``a`` the given float or, for "auto", the Ledoit & Wolf (2004) estimate on
+        standardised features (per class, and for the total covariance).
+    priors : array of shape (n_classes,) or None, default=None
+        Class priors; None takes the class frequencies.  Priors that do not sum to one
+        are renormalised with a warning.
+    n_components : int or None, default=None
+        Dimension of ``transform``'s output, ``1 <= n_components <= min(n_classes - 1,
+        n_features)``; None keeps that maximum.
+    store_covariance : bool, default=False
+        Compute ``covariance_`` with the "svd" solver (the others always do).
+    tol : float, default=1e-4
+        "svd": rank threshold on the standardised within-class singular values, and
+        (relative) on the between-class ones.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,)
+    priors_ : ndarray (n_classes,)
+    means_ : ndarray (n_classes, n_features)
+    xbar_ : ndarray (n_features,)
+        Prior-weighted mean of the class means; ``transform`` centres at it.
+    scalings_ : ndarray (n_features, rank)
+        Discriminant directions: "svd" keeps the ``rank <= n_classes - 1`` meaningful
+        ones, scaled so that the within-class covariance is white along them; "eigen"
+        all ``n_features`` generalised eigenvectors (unit ``S_w``-norm), by decreasing
+        eigenvalue.  The largest-magnitude entry of each column is positive.
+    explained_variance_ratio_ : ndarray (n_components_,)
+        Share of the between-class variance along each kept direction ("eigen": of the
+        sum of all generalised eigenvalues, as scikit-learn).
+    coef_ : ndarray (n_classes, n_features), or (1, n_features) for two classes
+    intercept_ : ndarray (n_classes,), or (1,) for two classes
+        ``decision_function(X) = X @ coef_.T + intercept_``; for two classes the
+        difference of class 1 and class 0, as scikit-learn.
+    covariance_ : ndarray (n_features, n_features)
+        Prior-weighted within-class covariance (ddof=0, shrunk if asked); "svd" only
+        with ``store_covariance=True``.
+    n_components_, n_features_in_ : int
+
+    Notes
+    -----
+    ``transform`` returns ``(X - xbar_) @ scalings_[:, :n_components_]`` for both
+    solvers.  scikit-learn centres at ``xbar_`` for "svd" only; its "eigen" transform
+    is ours plus the constant row ``xbar_ @ scalings_`` (where the origin happens to
+    project).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> import latentlab
+    >>> X, y = load_iris(return_X_y=True)
+    >>> lda = latentlab.LinearDiscriminantAnalysis().fit(X, y)
+    >>> lda.explained_variance_ratio_.round(4)
+    array([0.9912, 0.0088])
+    """
+
+    def __init__(
+        self,
+        solver="svd",
+        shrinkage=None,
+        priors=None,
+        n_components=None,
+        store_covariance=False,
+        tol=1e-4,
+        dtype="float64",
+    ):
+        self.solver = solver
+        self.shrinkage = shrinkage
+        self.priors = priors
+        self.n_components = n_components
+        self.store_covariance = store_covariance
+        self.tol = tol
+        self.dtype = dtype
+
+    def _shrinkage_mode(self):
+        shrinkage = self.shrinkage
+        if shrinkage is None:
+            return "none", 0.0
+        if isinstance(shrinkage, str):
+            if shrinkage != "auto":
+                raise ValueError(
+                    f"Unknown shrinkage={shrinkage!r}; expected None, 'auto' or a float in [0, 1]"
+                )
+            mode, alpha = "auto", 0.0
+        elif isinstance(shrinkage, numbers.Real) and not isinstance(shrinkage, bool):
+            if not 0.0 <= shrinkage <= 1.0:
+                raise ValueError(f"shrinkage must lie in [0, 1], got {shrinkage!r}")
+            mode, alpha = "fixed", float(shrinkage)
+        else:
+            raise ValueError(
+                f"shrinkage must be None, 'auto' or a float in [0, 1], got {shrinkage!r}"
+            )
+        if self.solver == "svd":
+            raise ValueError(
+                "shrinkage is not available with solver='svd'; use solver='eigen' or 'lsqr'"
+            )
+        return mode, alpha
+
+    def _priors(self, counts):
+        if self.priors is None:
+            return counts / counts.sum()
+        priors = np.asarray(self.priors, dtype=np.float64).reshape(-1)
+        if priors.shape != counts.shape:
+            raise ValueError(f"priors has {priors.size} entries but y has {counts.size} classes")
+        if not np.isfinite(priors).all() or (priors < 0).any():
+            raise ValueError(f"priors must be non-negative and finite, got {priors}")
+        if (priors == 0).any():
+            raise ValueError(
+                f"priors must be positive: a class with prior 0 can never be predicted "
+                f"(got {priors})"
+            )
+        if not np.isclose(priors.sum(), 1.0):
+            warnings.warn("The priors do not sum to 1. Renormalizing", UserWarning, stacklevel=3)
+            priors = priors / priors.sum()
+        return priors
+
+    def fit(self, X, y):
+        """Fit to X (n_samples, n_features) and class labels y (n_samples,)."""
+        check_option("solver", self.solver, cf.SOLVERS)
+        mode, alpha = self._shrinkage_mode()
+        if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
+            raise ValueError(f"tol must be a non-negative number, got {self.tol!r}")
+        X = check_data(self, X, reset=True, allow_nan=False)
+        if y is None:
+            raise ValueError(
+                "LinearDiscriminantAnalysis requires y to be passed, but the target y is None"
+            )
+        y = column_or_1d(np.asarray(y), warn=True)
+        if len(y) != X.shape[0]:
+            raise ValueError(
+                f"X and y have different numbers of samples: X has {X.shape[0]}, y has {len(y)}"
+            )
+        check_classification_targets(y)
+        classes, labels = np.unique(y, return_inverse=True)
+        n, d = X.shape
+        C = len(classes)
+        if C < 2:
+            raise ValueError(
+                f"y has only one class ({classes[0]!r}); discriminant analysis needs at least 2"
+            )
+        if n <= C:
+            raise ValueError(
+                f"LinearDiscriminantAnalysis needs more samples ({n}) than classes ({C})"
+            )
+        counts = np.bincount(labels, minlength=C).astype(np.float64)
+        priors = self._priors(counts)
+        high = min(C - 1, d)
+        K = high if self.n_components is None else self.n_components
+        K = check_n_components(K, 1, high, "min(n_classes - 1, n_features)")
+        with self._precision():
+            fit = call(
+                cf.fit_lda,
+                X.size,
+                to_device(X),
+                jnp.asarray(labels),
+                jnp.asarray(
+                    cf.class_row_index(labels, C)
+                    if self.solver != "svd"
+                    else np.zeros((C, 0), dtype=np.int64)
+                ),
+                jnp.asarray(priors),
+                alpha,
+                float(self.tol),
+                n_classes=C,
+                solver=self.solver,
+                shrinkage_mode=mode,
+                store_covariance=bool(self.store_covariance) or self.solver != "svd",
+            )
+            fit = {name: to_numpy(value) for name, value in fit._asdict().items()}
+        if not fit["ok"]:
+            raise ValueError(
+                "The within-class covariance is singular (collinear or constant features), "
+                "so solver='eigen' cannot whiten it: use shrinkage='auto' or a float, or "
+                "solver='svd'"
+            )
+        if not (np.isfinite(fit["coef"]).all() and np.isfinite(fit["intercept"]).all()):
+            raise ValueError(
+                "LDA produced non-finite coefficients: the within-class covariance is "
+                "singular; use shrinkage, or solver='svd'"
+            )
+        self.classes_ = classes
+        self.priors_ = priors
+        self.means_ = fit["means"]
+        self.xbar_ = fit["xbar"]
+        if self.solver == "svd":
+            rank = int(fit["rank"])
+            self.scalings_ = fit["scalings"][:, :rank].copy()
+            ratio = fit["eigenvalues"] / fit["eigenvalues"].sum()
+            if int(fit["within_rank"]) < d:
+                warnings.warn("Variables are collinear", UserWarning, stacklevel=2)
+        elif self.solver == "eigen":
+            self.scalings_ = fit["scalings"]
+            ratio = fit["eigenvalues"] / fit["eigenvalues"].sum()
+        else:
+            ratio = None
+        if ratio is not None:
+            self.explained_variance_ratio_ = ratio[:K].copy()
+        if self.solver != "svd" or self.store_covariance:
+            self.covariance_ = fit["covariance"]
+        coef, intercept = fit["coef"], fit["intercept"]
+        if C == 2:  # one decision function: class 1 against class 0, as scikit-learn
+            coef = (coef[1] - coef[0])[None, :]
+            intercept = np.array([intercept[1] - intercept[0]])
+        self.coef_ = coef
+        self.intercept_ = intercept
+        self.n_components_ = K
+        return self
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def transform(self, X):
+        """Project X onto the discriminant directions: (n_samples, n_components_)."""
+        check_is_fitted(self)
+        if self.solver == "lsqr":
+            raise NotImplementedError(
+                "transform is not available with solver='lsqr' (it fits the classifier "
+                "only); use solver='svd' or 'eigen'"
+            )
+        X = check_data(self, X, reset=False, allow_nan=False)
+        K = min(self.n_components_, self.scalings_.shape[1])
+        with self._precision():
+            return to_numpy(
+                map_rows(
+                    cf.lda_transform,
+                    X,
+                    jnp.asarray(self.xbar_),
+                    jnp.asarray(self.scalings_[:, :K]),
+                )
+            )
+
+    def decision_function(self, X):
+        """Linear discriminant scores (n_samples, n_classes); (n_samples,) for two classes
+        (positive means class ``classes_[1]``)."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        with self._precision():
+            scores = to_numpy(
+                map_rows(cf.lda_decision, X, jnp.asarray(self.coef_), jnp.asarray(self.intercept_))
+            )
+        return scores[:, 0].copy() if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """The class with the largest discriminant score (posterior probability)."""
+        scores = self.decision_function(X)
+        index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[index]
+
+    def predict_log_proba(self, X):
+        """Log posterior class probabilities (n_samples, n_classes), by a stable
+        log-softmax of the discriminant scores."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return np.column_stack([log_expit(-scores), log_expit(scores)])
+        return log_softmax(scores, axis=1)
+
+    def predict_proba(self, X):
+        """Posterior class probabilities (n_samples, n_classes)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            p = expit(scores)
+            return np.column_stack([1.0 - p, p])
+        return np.exp(log_softmax(scores, axis=1))

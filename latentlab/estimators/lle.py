@@ -1,0 +1,169 @@
+"""``latentlab.LocallyLinearEmbedding``: standard LLE with an out-of-sample ``transform``."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_data, check_n_components, check_option
+from latentlab.closed_form import lle as cf
+from latentlab.closed_form import neighbors as nb
+from latentlab.closed_form.eigensolvers import solve_with_fallback
+from latentlab.estimators._dispatch import call, row_bucket, to_device
+from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
+from latentlab.inference.summaries import pad_rows
+
+__all__ = ["LocallyLinearEmbedding"]
+
+EIGEN_SOLVERS = ("auto", "dense", "lanczos")
+
+
+class LocallyLinearEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+    """Locally linear embedding (Roweis & Saul 2000), the standard method.
+
+    Each point is reconstructed from its ``n_neighbors`` nearest neighbours by weights
+    that sum to one (regularised by ``reg``); the embedding is the bottom eigenvectors
+    of ``(I - W)^T (I - W)``, the constant one skipped.  Matches scikit-learn's
+    ``LocallyLinearEmbedding(method="standard")`` on the same neighbours (up to the
+    signs of the axes).
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+        ``1 <= n_neighbors < n_samples`` (the point itself not counted).
+    n_components : int, default=2
+        ``1 <= n_components < n_samples``.
+    reg : float, default=1e-3
+        Ridge on each local Gram matrix, relative to its trace.
+    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
+        ``"dense"``: full eigh.  ``"lanczos"``: shift-invert block Lanczos (Cholesky
+        of ``(I - W)^T (I - W) + epsilon I`` once, the constant vector deflated; the
+        wanted eigenvalues are tiny and clustered, where plain Lanczos converges
+        slowly), falling back to dense if it does not converge.  ``"auto"``: lanczos
+        above 500 samples, dense below.
+    random_state : int, RandomState or None, default=None
+        Seeds the Lanczos start block.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    embedding_ : ndarray (n_samples, n_components)
+        Unit-norm bottom eigenvectors (scikit-learn's scale).
+    eigenvalues_ : ndarray (n_components,)
+        Their eigenvalues, increasing.
+    reconstruction_error_ : float
+        ``sum(eigenvalues_)``, the LLE cost of the embedding.
+    X_fit_ : ndarray (n_samples, n_features)
+        A copy of the training data (new points' neighbours are found among them).
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import latentlab
+    >>> from sklearn.datasets import make_s_curve
+    >>> X, _ = make_s_curve(100, random_state=0)
+    >>> latentlab.LocallyLinearEmbedding(n_neighbors=10).fit(X).embedding_.shape
+    (100, 2)
+    """
+
+    def __init__(
+        self,
+        n_neighbors=5,
+        *,
+        n_components=2,
+        reg=1e-3,
+        eigen_solver="auto",
+        random_state=None,
+        dtype="float64",
+    ):
+        self.n_neighbors = n_neighbors
+        self.n_components = n_components
+        self.reg = reg
+        self.eigen_solver = eigen_solver
+        self.random_state = random_state
+        self.dtype = dtype
+
+    def _check_reg(self):
+        reg = self.reg
+        if isinstance(reg, bool) or not isinstance(reg, numbers.Real) or not reg > 0:
+            raise ValueError(f"reg must be a positive number, got {reg!r}")
+        if not np.isfinite(reg):
+            raise ValueError(f"reg must be finite, got {reg!r}")
+        return float(reg)
+
+    def fit(self, X, y=None):
+        """Fit the embedding to X (n_samples, n_features)."""
+        self._fit(X)
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit to X and return its embedding (n_samples, n_components)."""
+        self._fit(X)
+        return self.embedding_.copy()
+
+    def _fit(self, X):
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        n = X.shape[0]
+        k = check_n_neighbors(self.n_neighbors, n)
+        K = check_n_components(self.n_components, 1, n - 1, "n_samples - 1")
+        reg = self._check_reg()
+        check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
+        dtype = np.float32 if self.dtype == "float32" else np.float64
+        with self._precision():
+            distances, indices = neighbors_of(X, X, k, exclude_self=True)
+            nb.check_connected(
+                nb.knn_graph(distances, indices),
+                "neighbour graph",
+                "Each component then has its own zero eigenvalue of (I - W)^T (I - W), so "
+                "the embedding separates the components instead of unrolling them; "
+                "increase n_neighbors.",
+                error=False,
+            )
+            Xj, idx, key = to_device(X), jnp.asarray(indices), jax_key(self.random_state)
+
+            def solve(**settings):
+                return call(cf.fit_lle, n * n, Xj, idx, reg, key, n_components=K, **settings)
+
+            result, solver = solve_with_fallback(
+                solve, n, K, self.eigen_solver, dtype, shift_invert=True
+            )
+            self.embedding_ = to_numpy(result.embedding)
+            self.eigenvalues_ = to_numpy(result.eigenvalues)
+        if not np.isfinite(self.embedding_).all():
+            raise ValueError("The LLE eigenproblem gave non-finite values; increase reg")
+        self.reconstruction_error_ = float(np.sum(self.eigenvalues_))
+        self.X_fit_ = X.copy()
+        self.solver_ = solver
+        return X
+
+    @property
+    def _n_features_out(self):
+        return self.embedding_.shape[1]
+
+    def transform(self, X):
+        """Coordinates of new points: their reconstruction weights on their
+        ``n_neighbors`` nearest training points (the same regularised weights as in
+        ``fit``) applied to those points' ``embedding_`` rows."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=False)
+        reg = self._check_reg()
+        m = X.shape[0]
+        with self._precision():
+            _, indices = neighbors_of(X, self.X_fit_, self.n_neighbors)
+            rows = row_bucket(m)
+            Z = call(
+                cf.lle_transform,
+                rows * self.n_neighbors * X.shape[1],
+                to_device(pad_rows(X, rows)),
+                to_device(self.X_fit_),
+                jnp.asarray(pad_rows(indices, rows)),
+                reg,
+                jnp.asarray(self.embedding_),
+            )
+            return to_numpy(Z[:m])

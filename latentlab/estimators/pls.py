@@ -1,0 +1,370 @@
+"""``latentlab.PLSRegression``, ``PLSCanonical`` and ``PLSSVD``: partial least squares."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import MultiOutputMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_n_components, check_option, check_positive_int
+from latentlab.closed_form import cca as cf_cca
+from latentlab.closed_form import pls as cf
+from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators.base import to_numpy
+from latentlab.estimators.cca import _check_shapes, _PredictThroughCoef, _TwoViewTransformer
+
+__all__ = ["PLSRegression", "PLSCanonical", "PLSSVD"]
+
+
+class _PLSBase(_TwoViewTransformer):
+    """Validation shared by the three PLS classes; scores are ``X_scaled @ <projection>``."""
+
+    _min_fit_samples = 2  # ddof=1 scaling needs two rows
+    _x_projection, _y_projection = "x_rotations_", "y_rotations_"
+    _regression_bound = False  # n_components <= min(n, p) instead of min(n, p, q)
+
+    def _check_fit(self, X, y):
+        X, Y = self._views(X, y, reset=True)
+        (n, p), q = X.shape, Y.shape[1]
+        if self._regression_bound:
+            high, why = min(n, p), "min(n_samples, n_features_x), the rank bound of X"
+        else:
+            high, why = min(n, p, q), "min(n_samples, n_features_x, n_features_y)"
+        self.n_components_ = check_n_components(self.n_components, 1, high, why)
+        if self.scale:
+            constant = np.flatnonzero(np.ptp(Y, axis=0) == 0)
+            if constant.size:
+                raise ValueError(
+                    f"Y column(s) {constant.tolist()} are constant (a single value for the "
+                    f"target), so scale=True cannot standardise them and PLS finds no "
+                    "covariance with X there; drop those columns or set scale=False."
+                )
+        return X, Y
+
+    def _set_means(self, X, Y, fit):
+        # the host centring's round-off is added back (fit.*_mean is what was left)
+        self.x_mean_ = X.mean(axis=0) + fit.x_mean
+        self.y_mean_ = Y.mean(axis=0) + fit.y_mean
+        self.x_std_, self.y_std_ = fit.x_scale, fit.y_scale
+
+    def _scores(self, V, mean, std, projection):
+        # centred in float64 on the host, before any cast to float32
+        args = (std, getattr(self, projection))
+        return to_numpy(map_rows(cf_cca.cca_transform, V - mean, *map(jnp.asarray, args)))
+
+    def _scores_x(self, X):
+        return self._scores(X, self.x_mean_, self.x_std_, self._x_projection)
+
+    def _scores_y(self, Y):
+        return self._scores(Y, self.y_mean_, self.y_std_, self._y_projection)
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
+        p, q, k = self.n_features_in_, self.n_features_y_, self.n_components_
+        expected = {"x_mean_": (p,), "y_mean_": (q,), "x_std_": (p,), "y_std_": (q,)}
+        expected |= {"x_weights_": (p, k), "y_weights_": (q, k)}
+        if hasattr(self, "coef_"):
+            expected |= {
+                "x_loadings_": (p, k),
+                "y_loadings_": (q, k),
+                "x_rotations_": (p, k),
+                "y_rotations_": (q, k),
+                "coef_": (q, p),
+                "intercept_": (q,),
+            }
+        _check_shapes(self, expected)
+        if not (np.all(self.x_std_ > 0) and np.all(self.y_std_ > 0)):
+            raise ValueError("x_std_ and y_std_ must be positive")
+
+
+class _NIPALS(_PredictThroughCoef, RegressorMixin, MultiOutputMixin, _PLSBase):
+    """PLS by deflation: PLSRegression and PLSCanonical."""
+
+    _deflation = "regression"
+
+    def fit(self, X, y=None):
+        """Fit on X (n_samples, n_features_x) and y = Y (n_samples,) or (n_samples,
+        n_features_y)."""
+        X, Y = self._check_fit(X, y)
+        algorithm = getattr(self, "algorithm", "nipals")
+        check_option("algorithm", algorithm, ("nipals", "svd"))
+        max_iter = check_positive_int("max_iter", self.max_iter)
+        if not (isinstance(self.tol, numbers.Real) and np.isfinite(self.tol) and self.tol >= 0):
+            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        K = self.n_components_
+        (n, p), q = X.shape, Y.shape[1]
+        # Centre in float64 on the host, before any cast to float32.
+        with self._precision():
+            fit = call(
+                cf.fit_pls,
+                n * (p + q),
+                to_device(X - X.mean(axis=0)),
+                to_device(Y - Y.mean(axis=0)),
+                float(self.tol),
+                max_iter,
+                n_components=K,
+                deflation=self._deflation,
+                algorithm=algorithm,
+                scale=bool(self.scale),
+            )
+            fit = jax.tree.map(to_numpy, fit)
+        n_fitted = int(fit.n_fitted)
+        if n_fitted < K:
+            warnings.warn(
+                f"y residual is constant at iteration {n_fitted}: Y is fully explained by "
+                f"{n_fitted} component(s); the remaining ones are zero",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.n_iter_ = (
+            fit.n_iter[:n_fitted].astype(int) if algorithm == "nipals" else np.zeros(0, int)
+        )
+        if np.any(self.n_iter_ >= max_iter):
+            warnings.warn(
+                f"PLS power iteration reached max_iter={max_iter} before |w - w_old|^2 < "
+                f"tol={self.tol}; increase max_iter",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self._set_means(X, Y, fit)
+        self.x_weights_, self.y_weights_ = fit.x_weights, fit.y_weights
+        self.x_loadings_, self.y_loadings_ = fit.x_loadings, fit.y_loadings
+        self.x_rotations_, self.y_rotations_ = fit.x_rotations, fit.y_rotations
+        self.coef_ = fit.coef
+        self.intercept_ = self.y_mean_.copy()
+        self.x_scores_, self.y_scores_ = fit.x_scores, fit.y_scores
+        return self
+
+    def inverse_transform(self, X, y=None):
+        """Map scores back to the data: ``X @ x_loadings_.T * x_std_ + x_mean_`` (and the
+        same for y scores when given); exact for data in the span of the components.
+
+        Parameters
+        ----------
+        X : array (n_samples, n_components_)
+            x scores, as returned by :meth:`transform`.
+        y : array (n_samples, n_components_), optional
+            y scores.
+
+        Returns
+        -------
+        X_reconstructed : ndarray (n_samples, n_features_x), and ``Y_reconstructed``
+        (n_samples, n_features_y) when y is given.
+        """
+        check_is_fitted(self)
+        out = []
+        for name, scores, loadings, std, mean in (
+            ("X", X, self.x_loadings_, self.x_std_, self.x_mean_),
+            ("y", y, self.y_loadings_, self.y_std_, self.y_mean_),
+        ):
+            if scores is None:
+                continue
+            scores = check_array(scores, dtype=np.float64, input_name=name)
+            if scores.shape[1] != self.n_components_:
+                raise ValueError(
+                    f"{name} has {scores.shape[1]} columns, but inverse_transform takes "
+                    f"scores with n_components_={self.n_components_} columns"
+                )
+            out.append(scores @ loadings.T * std + mean)
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+_SHARED_PARAMETERS = """n_components : int, default=2
+        Number of components, at least 1.
+    scale : bool, default=True
+        Divide each column of X and Y by its standard deviation (ddof=1) first.  With
+        ``scale=True`` a constant target column is rejected.
+"""
+
+_SHARED_ATTRIBUTES = """x_weights_, y_weights_ : ndarray (n_features_x, k), (n_features_y, k)
+        Unit x weights (and y weights) of each component on the deflated, scaled views;
+        the largest-magnitude x weight of each component is positive.
+    x_loadings_, y_loadings_ : ndarray
+        Regressions of the deflated views on their deflating scores.
+    x_rotations_, y_rotations_ : ndarray
+        ``W (P^T W)^+``: scores of the undeflated scaled views, ``x_scores = Xs @
+        x_rotations_``.
+    coef_ : ndarray (n_features_y, n_features_x)
+        :meth:`predict` is ``(X - x_mean_) @ coef_.T + intercept_``.
+    intercept_ : ndarray (n_features_y,)
+    x_mean_, y_mean_, x_std_, y_std_ : ndarray
+        Column means and the scales divided out (ones when ``scale=False``).
+    x_scores_, y_scores_ : ndarray (n_samples, n_components_)
+        Training scores of the deflated views (``x_scores_ = transform(X)``).
+    n_iter_ : ndarray (n_fitted,)
+        Power iterations of each component (empty for ``algorithm="svd"``).
+    y_ndim_ : int
+        1 when Y was one-dimensional at fit (then :meth:`predict` returns 1-D).
+    n_components_, n_features_in_, n_features_y_ : int
+"""
+
+
+class PLSRegression(_NIPALS):
+    __doc__ = f"""PLS regression (PLS2): NIPALS with Y deflated on the x scores.
+
+    Each component is the first singular pair of the deflated cross-covariance, found by
+    the NIPALS power iteration (one compiled ``lax.while_loop`` per component, all
+    components in one ``lax.fori_loop``); X is deflated on its scores and Y is regressed
+    on the same x scores, so ``predict`` is a regression of Y on X through
+    ``n_components`` latent directions.  The numbers are scikit-learn's
+    ``PLSRegression``'s (Wegelin 2000), computed on the p x p covariance of X.
+
+    Parameters
+    ----------
+    {_SHARED_PARAMETERS}    max_iter : int, default=500
+        Power iterations per component at most (``ConvergenceWarning`` if reached).
+    tol : float, default=1e-6
+        Stop when the squared change of the x weights is below ``tol``.
+    copy : bool, default=True
+        Accepted for scikit-learn compatibility: inputs are never written into.
+    dtype : {{"float64", "float32"}}, default="float64"
+
+    Attributes
+    ----------
+    {_SHARED_ATTRIBUTES}
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 4)); Y = X[:, :2] @ [[1.0, 0.5], [0.2, -1.0]]
+    >>> pls = latentlab.PLSRegression(n_components=2).fit(X, Y)
+    >>> bool(pls.score(X, Y) > 0.99)
+    True
+    """
+
+    _regression_bound = True
+
+    def __init__(
+        self, n_components=2, *, scale=True, max_iter=500, tol=1e-6, copy=True, dtype="float64"
+    ):
+        self.n_components = n_components
+        self.scale = scale
+        self.max_iter = max_iter
+        self.tol = tol
+        self.copy = copy
+        self.dtype = dtype
+
+
+class PLSCanonical(_NIPALS):
+    __doc__ = f"""PLS in canonical (symmetric) mode: each view deflated on its own scores.
+
+    As scikit-learn's ``PLSCanonical`` (Wegelin 2000, "PLS-C2A"): unit weights on both
+    views, the first singular pair of the deflated cross-covariance by NIPALS power
+    iteration or by SVD.
+
+    Parameters
+    ----------
+    {_SHARED_PARAMETERS}    algorithm : {{"nipals", "svd"}}, default="nipals"
+    max_iter : int, default=500
+    tol : float, default=1e-6
+        Power-iteration settings ("nipals" only).
+    copy : bool, default=True
+        Accepted for scikit-learn compatibility: inputs are never written into.
+    dtype : {{"float64", "float32"}}, default="float64"
+
+    Attributes
+    ----------
+    {_SHARED_ATTRIBUTES}
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(50, 4)), rng.normal(size=(50, 3))
+    >>> latentlab.PLSCanonical(n_components=2).fit(X, Y).transform(X).shape
+    (50, 2)
+    """
+
+    _deflation = "canonical"
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        scale=True,
+        algorithm="nipals",
+        max_iter=500,
+        tol=1e-6,
+        copy=True,
+        dtype="float64",
+    ):
+        self.n_components = n_components
+        self.scale = scale
+        self.algorithm = algorithm
+        self.max_iter = max_iter
+        self.tol = tol
+        self.copy = copy
+        self.dtype = dtype
+
+
+class PLSSVD(_PLSBase):
+    """PLS-SVD: the leading singular vectors of the cross-covariance ``X_s^T Y_s``.
+
+    One SVD, no deflation (scikit-learn's ``PLSSVD``); it is CCA's maximum-covariance
+    end (``reg -> inf``).  The x and y scores are ``X_s @ x_weights_`` and
+    ``Y_s @ y_weights_``.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        ``1 <= n_components <= min(n_samples, n_features_x, n_features_y)``.
+    scale : bool, default=True
+        Divide each column by its standard deviation (ddof=1) first; a constant target
+        column is then rejected.
+    copy : bool, default=True
+        Accepted for scikit-learn compatibility: inputs are never written into.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    x_weights_, y_weights_ : ndarray (n_features_x, n_components_), (n_features_y, ...)
+        Singular vectors; the largest-magnitude x weight of each pair is positive.
+    singular_values_ : ndarray (n_components_,)
+        Singular values of ``X_s^T Y_s`` (covariances times ``n_samples - 1``).
+    x_mean_, y_mean_, x_std_, y_std_ : ndarray
+    n_components_, n_features_in_, n_features_y_, y_ndim_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(50, 4)), rng.normal(size=(50, 3))
+    >>> latentlab.PLSSVD(n_components=2).fit(X, Y).x_weights_.shape
+    (4, 2)
+    """
+
+    _x_projection, _y_projection = "x_weights_", "y_weights_"
+
+    def __init__(self, n_components=2, *, scale=True, copy=True, dtype="float64"):
+        self.n_components = n_components
+        self.scale = scale
+        self.copy = copy
+        self.dtype = dtype
+
+    def fit(self, X, y=None):
+        """Fit on X (n_samples, n_features_x) and y = Y (n_samples, n_features_y)."""
+        X, Y = self._check_fit(X, y)
+        (n, p), q = X.shape, Y.shape[1]
+        K = self.n_components_
+        with self._precision():
+            fit = call(
+                cf.fit_pls_svd,
+                n * (p + q),
+                to_device(X - X.mean(axis=0)),
+                to_device(Y - Y.mean(axis=0)),
+                scale=bool(self.scale),
+            )
+            fit = jax.tree.map(to_numpy, fit)
+        self._set_means(X, Y, fit)
+        # copies, not views of the full solution: fitted arrays own their data
+        self.x_weights_ = fit.x_weights[:, :K].copy()
+        self.y_weights_ = fit.y_weights[:, :K].copy()
+        self.singular_values_ = fit.singular_values[:K].copy()
+        return self

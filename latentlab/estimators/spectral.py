@@ -1,0 +1,349 @@
+"""``latentlab.SpectralEmbedding`` (Laplacian eigenmaps) and ``latentlab.SpectralClustering``."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import ClusterMixin
+
+from latentlab._validation import check_data, check_n_components, check_option
+from latentlab.closed_form import kmeans as km
+from latentlab.closed_form import neighbors as nb
+from latentlab.closed_form import spectral as cf
+from latentlab.closed_form.eigensolvers import solve_with_fallback
+from latentlab.estimators._dispatch import call, to_device
+from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
+
+__all__ = ["SpectralEmbedding", "SpectralClustering"]
+
+AFFINITIES = ("nearest_neighbors", "rbf", "precomputed")
+EIGEN_SOLVERS = ("auto", "dense", "lanczos")
+
+
+def _check_gamma(gamma, n_features):
+    if gamma is None:
+        return 1.0 / n_features
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+        raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
+    if not (np.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
+    return float(gamma)
+
+
+def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
+    """Validate X, build the affinity of ``est.affinity`` and embed it; returns
+    (X, embedding, eigenvalues, affinity matrix, solver used, n_neighbors used)."""
+    check_option("affinity", est.affinity, AFFINITIES)
+    check_option("eigen_solver", est.eigen_solver, EIGEN_SOLVERS)
+    X = check_data(est, X, reset=True, allow_nan=False, min_samples=2)
+    n, d = X.shape
+    wanted = n_components + 1 if drop_first else n_components
+    check_n_components(n_components, 1, n - 1 if drop_first else n, "n_samples")
+    dtype = np.float32 if getattr(est, "dtype", "float64") == "float32" else np.float64
+    affinity = est.affinity
+    if affinity == "precomputed":
+        if n != d:
+            raise ValueError(
+                f"affinity='precomputed' needs a square (n_samples, n_samples) affinity "
+                f"matrix, got shape {X.shape}"
+            )
+        if not np.allclose(X, X.T, rtol=1e-10, atol=1e-12 * np.abs(X).max()):
+            raise ValueError("affinity='precomputed' needs a symmetric affinity matrix")
+        if (X < 0).any():
+            raise ValueError("affinity='precomputed' needs non-negative affinities")
+    elif affinity == "nearest_neighbors":
+        # scikit-learn counts the point itself among its n_neighbors (include_self=True)
+        n_neighbors = check_n_neighbors(n_neighbors, n + 1)
+    else:
+        gamma = _check_gamma(gamma, d)
+    with est._precision():
+        key = jax_key(est.random_state)
+        if affinity == "precomputed":
+            A = to_device(0.5 * (X + X.T))
+
+            def solve(**settings):
+                return call(
+                    cf.fit_spectral_embedding,
+                    n * n,
+                    A,
+                    key,
+                    n_components=n_components,
+                    drop_first=drop_first,
+                    **settings,
+                )
+        elif affinity == "rbf":
+            Xj = to_device(X)
+
+            def solve(**settings):
+                return call(
+                    cf.fit_rbf_spectral_embedding,
+                    n * n,
+                    Xj,
+                    gamma,
+                    key,
+                    n_components=n_components,
+                    drop_first=drop_first,
+                    **settings,
+                )
+        else:
+            others = np.zeros((n, 0), np.int32)
+            if n_neighbors > 1:
+                _, others = neighbors_of(X, X, n_neighbors - 1, exclude_self=True)
+            indices = np.concatenate([np.arange(n, dtype=np.int32)[:, None], others], axis=1)
+            graph = nb.knn_graph(np.ones(indices.shape), indices)
+            nb.check_connected(
+                graph,
+                "nearest-neighbour affinity graph",
+                "Spectral embedding may not work as expected: each component gets its own "
+                "zero eigenvalue; increase n_neighbors.",
+                error=False,
+            )
+            idx = to_device(indices)
+
+            def solve(**settings):
+                return call(
+                    cf.fit_knn_spectral_embedding,
+                    n * n,
+                    idx,
+                    key,
+                    n_components=n_components,
+                    drop_first=drop_first,
+                    **settings,
+                )
+
+        result, solver = solve_with_fallback(
+            solve, n, wanted, est.eigen_solver, dtype, shift_invert=affinity == "nearest_neighbors"
+        )
+        embedding = to_numpy(result.embedding)
+        eigenvalues = to_numpy(result.eigenvalues)
+        if affinity == "precomputed":
+            matrix = X.copy()
+        elif affinity == "rbf":
+            matrix = None  # rebuilt below only when asked for
+        else:
+            matrix = to_numpy(call(cf.knn_affinity_program, n * n, idx))
+    if affinity == "precomputed":
+        nb.check_connected(
+            _sparse(matrix),
+            "affinity graph",
+            "Spectral embedding may not work as expected: each component gets its own "
+            "zero eigenvalue.",
+            error=False,
+        )
+    return X, embedding, eigenvalues, matrix, solver, n_neighbors, gamma
+
+
+def _sparse(A):
+    from scipy.sparse import csr_matrix
+
+    A = np.array(A, copy=True)
+    np.fill_diagonal(A, 0)
+    return csr_matrix(A)
+
+
+class SpectralEmbedding(LatentEstimator):
+    """Laplacian eigenmaps (Belkin & Niyogi 2003).
+
+    The bottom eigenvectors of the normalized graph Laplacian of an affinity matrix,
+    divided by the square roots of the degrees, the first (constant) one dropped:
+    scikit-learn's ``SpectralEmbedding`` conventions, which it matches up to the signs
+    of the axes.  The eigenproblem runs on ``D^{-1/2} A D^{-1/2}`` through the shared
+    eigensolver (:mod:`latentlab.closed_form.spectral`).  Like scikit-learn's, it has
+    no out-of-sample ``transform``.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    affinity : {"nearest_neighbors", "rbf", "precomputed"}, default="nearest_neighbors"
+        ``"nearest_neighbors"``: the symmetrised 0/1 connectivity of the k-NN graph
+        (each point counted among its own ``n_neighbors``, as scikit-learn);
+        ``"rbf"``: ``exp(-gamma |x - y|^2)``; ``"precomputed"``: X is the (n, n)
+        symmetric, non-negative affinity matrix.
+    gamma : float or None, default=None
+        rbf width; None means ``1 / n_features``.
+    n_neighbors : int or None, default=None
+        None means ``max(n_samples // 10, 1)``.
+    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
+        "auto": block Lanczos above 500 samples, dense eigh below (Lanczos falls back to
+        dense when it does not converge).  For ``"nearest_neighbors"`` Lanczos runs
+        shift-inverted (Cholesky of the Laplacian once): the sparse graph's bottom
+        eigenvalues crowd near 0, where plain Lanczos converges slowly.
+    random_state : int, RandomState or None, default=None
+        Seeds the Lanczos start block.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    embedding_ : ndarray (n_samples, n_components)
+    eigenvalues_ : ndarray (n_components,)
+        The normalized Laplacian's eigenvalues of the kept eigenvectors, increasing.
+    affinity_matrix_ : ndarray (n_samples, n_samples)
+        Only for ``"nearest_neighbors"`` and ``"precomputed"`` (an rbf affinity stays
+        on the device: it is n^2 numbers that ``gamma_`` rebuilds).
+    n_neighbors_ : int
+        Only for ``"nearest_neighbors"``.
+    gamma_ : float
+        Only for ``"rbf"``.
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import latentlab
+    >>> from sklearn.datasets import make_s_curve
+    >>> X, _ = make_s_curve(100, random_state=0)
+    >>> latentlab.SpectralEmbedding(n_neighbors=10).fit_transform(X).shape
+    (100, 2)
+    """
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        affinity="nearest_neighbors",
+        gamma=None,
+        n_neighbors=None,
+        eigen_solver="auto",
+        random_state=None,
+        dtype="float64",
+    ):
+        self.n_components = n_components
+        self.affinity = affinity
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.eigen_solver = eigen_solver
+        self.random_state = random_state
+        self.dtype = dtype
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.affinity == "precomputed"
+        return tags
+
+    def fit(self, X, y=None):
+        """Fit the embedding to X (n_samples, n_features), or to an affinity matrix."""
+        n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
+        k = self.n_neighbors if self.n_neighbors is not None else max(int(n // 10), 1)
+        X, embedding, eigenvalues, matrix, solver, k, gamma = laplacian_embedding(
+            self, X, self.n_components, True, self.gamma, k
+        )
+        self.embedding_ = embedding
+        self.eigenvalues_ = eigenvalues
+        if matrix is not None:
+            self.affinity_matrix_ = matrix
+        if self.affinity == "nearest_neighbors":
+            self.n_neighbors_ = int(k)
+        if self.affinity == "rbf":
+            self.gamma_ = float(gamma)
+        self.solver_ = solver
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit and return the embedding (n_samples, n_components)."""
+        return self.fit(X).embedding_.copy()
+
+
+class SpectralClustering(ClusterMixin, LatentEstimator):
+    """Spectral clustering (Ng, Jordan & Weiss 2002): k-means on the Laplacian
+    eigenmap of an affinity matrix, scikit-learn's conventions (the embedding keeps
+    the first eigenvector; ``n_init`` k-means++ restarts keep the lowest inertia).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    affinity : {"rbf", "nearest_neighbors", "precomputed"}, default="rbf"
+    gamma : float, default=1.0
+        rbf width.
+    n_neighbors : int, default=10
+        For ``"nearest_neighbors"`` (the point itself counted).
+    n_components : int or None, default=None
+        Eigenvectors used; None means ``n_clusters``.
+    n_init : int, default=10
+        k-means restarts.
+    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
+    random_state : int, RandomState or None, default=None
+        Seeds k-means++ and the Lanczos start block.
+    dtype : {"float64", "float32"}, default="float64"
+
+    Attributes
+    ----------
+    labels_ : ndarray (n_samples,) of int
+    embedding_ : ndarray (n_samples, n_components)
+        The spectral embedding that k-means clustered.
+    cluster_centers_ : ndarray (n_clusters, n_components)
+        k-means centres in that embedding.
+    inertia_ : float
+    affinity_matrix_ : ndarray (n_samples, n_samples)
+        Only for ``"nearest_neighbors"`` and ``"precomputed"``.
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, latentlab
+    >>> X = np.r_[np.zeros((10, 2)), np.ones((10, 2)) * 5] + 0.1 * np.arange(20)[:, None]
+    >>> labels = latentlab.SpectralClustering(2, random_state=0).fit_predict(X)
+    >>> len(set(labels[:10])), len(set(labels[10:])), labels[0] != labels[-1]
+    (1, 1, True)
+    """
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        affinity="rbf",
+        gamma=1.0,
+        n_neighbors=10,
+        n_components=None,
+        n_init=10,
+        eigen_solver="auto",
+        random_state=None,
+        dtype="float64",
+    ):
+        self.n_clusters = n_clusters
+        self.affinity = affinity
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.n_components = n_components
+        self.n_init = n_init
+        self.eigen_solver = eigen_solver
+        self.random_state = random_state
+        self.dtype = dtype
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.affinity == "precomputed"
+        return tags
+
+    def fit(self, X, y=None):
+        """Cluster X (n_samples, n_features), or an affinity matrix."""
+        for name in ("n_clusters", "n_init"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
+        if self.n_clusters > n:
+            raise ValueError(f"n_clusters={self.n_clusters} exceeds n_samples={n}")
+        n_components = self.n_clusters if self.n_components is None else self.n_components
+        X, embedding, _, matrix, solver, _, _ = laplacian_embedding(
+            self, X, n_components, False, self.gamma, self.n_neighbors
+        )
+        with self._precision():
+            result = call(
+                km.kmeans,
+                embedding.size * self.n_clusters,
+                to_device(embedding),
+                jax_key(self.random_state),
+                n_clusters=int(self.n_clusters),
+                n_init=int(self.n_init),
+            )
+            self.labels_ = np.array(result.labels, dtype=np.int64, copy=True)
+            self.cluster_centers_ = to_numpy(result.centers)
+            self.inertia_ = float(result.inertia)
+        self.embedding_ = embedding
+        if matrix is not None:
+            self.affinity_matrix_ = matrix
+        self.solver_ = solver
+        return self

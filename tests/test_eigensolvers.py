@@ -1,0 +1,154 @@
+"""The shared partial eigensolver against NumPy's full eigh: top and bottom ends, dense
+arrays and matmat operators, and the size-based choice of solver."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from latentlab.closed_form.eigensolvers import (
+    eigen_settings,
+    partial_eigh,
+    solve_with_fallback,
+)
+
+RNG = np.random.default_rng(0)
+N = 240
+Q, _ = np.linalg.qr(RNG.normal(size=(N, N)))
+# separated ends (as the spectra of MDS kernels and normalized affinities are) and a
+# bulk in between
+SPECTRUM = np.r_[
+    [9.0, 7.5, 6.0, 5.0, 4.2], np.linspace(1.0, 3.0, N - 10), [0.6, 0.4, 0.25, 0.1, 0.0]
+]
+A = (Q * SPECTRUM) @ Q.T
+A = 0.5 * (A + A.T)
+W, V = np.linalg.eigh(A)  # the oracle, ascending
+K = 4
+
+
+class Operator:
+    """A matmat operator (the protocol the solver accepts besides arrays)."""
+
+    def __init__(self, A):
+        self.A = A
+        self.shape = A.shape
+        self.dtype = A.dtype
+
+    def matmat(self, M):
+        return self.A @ M
+
+
+def _assert_pairs(result, values, vectors, rtol):
+    np.testing.assert_allclose(np.asarray(result.eigenvalues), values, rtol=rtol, atol=rtol)
+    got = np.asarray(result.eigenvectors)
+    signs = np.sign(np.sum(got * vectors, axis=0))
+    np.testing.assert_allclose(got * signs, vectors, atol=1e-7)
+    assert bool(result.converged)
+
+
+def _lanczos(n, k):
+    solver, settings = eigen_settings(n, k, "lanczos")
+    assert solver == "lanczos"
+    return settings
+
+
+@pytest.mark.parametrize("which", ["top", "bottom"])
+def test_dense_matches_numpy_eigh(which):
+    with jax.enable_x64(True):
+        result = jax.jit(partial_eigh, static_argnames=("n_components", "which", "solver"))(
+            jnp.asarray(A), n_components=K, which=which, solver="dense"
+        )
+    values, vectors = (W[::-1][:K], V[:, ::-1][:, :K]) if which == "top" else (W[:K], V[:, :K])
+    _assert_pairs(result, values, vectors, 1e-12)
+
+
+@pytest.mark.parametrize("which", ["top", "bottom"])
+@pytest.mark.parametrize("operator", [False, True])
+def test_lanczos_matches_numpy_eigh_on_arrays_and_operators(which, operator):
+    settings = _lanczos(N, K)
+
+    def run(A, key, tol):
+        matrix = Operator(A) if operator else A
+        # an operator's bottom end needs an upper bound of the spectrum
+        shift = 10.0 if (operator and which == "bottom") else None
+        return partial_eigh(
+            matrix,
+            key,
+            n_components=K,
+            which=which,
+            solver="lanczos",
+            shift=shift,
+            block_size=settings["block_size"],
+            max_blocks=settings["max_blocks"],
+            max_products=settings["max_products"],
+            tol=tol,
+        )
+
+    with jax.enable_x64(True):
+        result = jax.jit(run)(jnp.asarray(A), jax.random.PRNGKey(1), settings["tol"])
+    values, vectors = (W[::-1][:K], V[:, ::-1][:, :K]) if which == "top" else (W[:K], V[:, :K])
+    _assert_pairs(result, values, vectors, 1e-9)
+
+
+def test_operator_bottom_end_without_shift_is_refused():
+    with jax.enable_x64(True), pytest.raises(ValueError, match="shift"):
+        partial_eigh(Operator(jnp.asarray(A)), n_components=2, which="bottom", solver="lanczos")
+
+
+def test_settings_choose_dense_for_small_and_lanczos_for_large_problems():
+    assert eigen_settings(200, 3)[0] == "dense"
+    solver, settings = eigen_settings(3000, 3)
+    assert solver == "lanczos" and settings["tol"] == 1e-11
+    # a Krylov basis that cannot hold the wanted pairs: dense even when asked
+    assert eigen_settings(40, 30, "lanczos")[0] == "dense"
+    with pytest.raises(ValueError, match="eigen_solver"):
+        eigen_settings(100, 2, "arpack")
+
+
+def test_unconverged_lanczos_falls_back_to_dense():
+    calls = []
+
+    class Result:
+        def __init__(self, converged):
+            self.converged = converged
+
+    def solve(solver, **settings):
+        calls.append(solver)
+        return Result(solver == "dense")
+
+    result, used = solve_with_fallback(solve, 3000, 3)
+    assert calls == ["lanczos", "dense"] and used == "dense" and result.converged
+
+
+def test_shift_invert_finds_clustered_bottom_pairs_with_deflation():
+    # LLE-like: an exact null vector (deflated) and bottom eigenvalues ~1e-7 apart in
+    # a spectrum of width ~1, which the fold shift I - A leaves clustered
+    spectrum = np.r_[0.0, 1e-7, 2.5e-7, 4e-7, np.linspace(0.5, 1.5, N - 4)]
+    B = (Q * spectrum) @ Q.T
+    B = 0.5 * (B + B.T)
+    w, v = np.linalg.eigh(B)
+    settings = _lanczos(N, 3)
+
+    def run(B, null, key, tol):
+        return partial_eigh(
+            B,
+            key,
+            n_components=3,
+            which="bottom",
+            solver="shift_invert",
+            shift=-1e-9,
+            deflate=null,
+            block_size=settings["block_size"],
+            max_blocks=settings["max_blocks"],
+            max_products=settings["max_products"],
+            tol=tol,
+        )
+
+    with jax.enable_x64(True):
+        result = jax.jit(run)(
+            jnp.asarray(B), jnp.asarray(Q[:, :1]), jax.random.PRNGKey(2), settings["tol"]
+        )
+    np.testing.assert_allclose(np.asarray(result.eigenvalues), w[1:4], rtol=0, atol=1e-13)
+    got = np.asarray(result.eigenvectors)
+    np.testing.assert_allclose(got * np.sign(np.sum(got * v[:, 1:4], axis=0)), v[:, 1:4], atol=1e-7)
+    assert bool(result.converged)

@@ -1,0 +1,91 @@
+"""Isomap against scikit-learn's on the same neighbours, out-of-sample transform, bad
+input and scikit-learn's estimator checks."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import manifold
+from sklearn.datasets import make_s_curve
+from sklearn.utils.estimator_checks import check_estimator
+
+import latentlab
+
+X, _ = make_s_curve(200, random_state=0)
+X_NEW = X[:9] + 0.02  # near the manifold, off the training points
+
+
+def align(a, b):
+    """a with each column's sign chosen to match b (eigenvector signs are arbitrary)."""
+    return a * np.sign(np.sum(a * b, axis=0))
+
+
+@pytest.fixture(scope="module")
+def fits():
+    return latentlab.Isomap(n_neighbors=10).fit(X), manifold.Isomap(n_neighbors=10).fit(X)
+
+
+def test_matches_sklearn_embedding_distances_and_error(fits):
+    ours, ref = fits
+    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, atol=1e-12)
+    np.testing.assert_allclose(align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.kernel_pca_.eigenvalues_, rtol=1e-10)
+    np.testing.assert_allclose(ours.reconstruction_error(), ref.reconstruction_error(), rtol=1e-8)
+
+
+def test_transform_reproduces_training_embedding_and_matches_sklearn(fits):
+    ours, ref = fits
+    np.testing.assert_allclose(ours.transform(X), ours.embedding_, atol=1e-10)
+    Z = ours.transform(X_NEW)
+    np.testing.assert_allclose(align(Z, ref.transform(X_NEW)), ref.transform(X_NEW), atol=1e-6)
+
+
+def test_lanczos_solver_matches_dense(fits):
+    ours, _ = fits
+    lanczos = latentlab.Isomap(n_neighbors=10, eigen_solver="lanczos").fit(X)
+    assert lanczos.solver_ == "lanczos"
+    np.testing.assert_allclose(lanczos.embedding_, ours.embedding_, atol=1e-8)
+
+
+def test_radius_graph_matches_sklearn():
+    ours = latentlab.Isomap(n_neighbors=None, radius=0.5).fit(X)
+    ref = manifold.Isomap(n_neighbors=None, radius=0.5).fit(X)
+    np.testing.assert_allclose(align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6)
+    np.testing.assert_allclose(
+        align(ours.transform(X_NEW), ref.transform(X_NEW)), ref.transform(X_NEW), atol=1e-6
+    )
+
+
+def test_disconnected_graph_warns_naming_components_and_links_them_like_sklearn():
+    two = np.r_[X[:60], X[:40] + 10.0]
+    with pytest.warns(UserWarning, match=r"2 connected components of sizes \[60, 40\]"):
+        ours = latentlab.Isomap(n_neighbors=5).fit(two)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = manifold.Isomap(n_neighbors=5).fit(two)
+    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("params", "data", "match"),
+    [
+        ({"n_neighbors": 200}, X, "n_neighbors=200 is out of range"),
+        ({"n_neighbors": 0}, X, "n_neighbors"),
+        ({"n_neighbors": 5, "radius": 1.0}, X, "Both n_neighbors and radius"),
+        ({"n_neighbors": None, "radius": -1.0}, X, "radius"),
+        ({"n_components": 201}, X, "n_components"),
+        ({}, np.r_[X[:-1], [[np.nan, 0, 0]]], "NaN"),
+        ({"path_method": "BF"}, X, "path_method"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(params, data, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.Isomap(**params).fit(data)
+
+
+def test_check_estimator():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(latentlab.Isomap(), on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert not failed, failed

@@ -1,0 +1,139 @@
+"""latentlab.KMeans against scikit-learn's KMeans from the same initial centres, and the
+k-means++ seeding distribution against its exact probabilities."""
+
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn import cluster
+from sklearn.datasets import load_iris, load_wine, make_blobs
+from sklearn.utils.estimator_checks import check_estimator
+
+import latentlab
+from latentlab.closed_form.kmeans import kmeans_plusplus, random_seeds
+
+IRIS = load_iris().data
+WINE = load_wine().data
+BLOBS, BLOB_TRUTH = make_blobs(400, centers=5, n_features=4, cluster_std=2.0, random_state=3)
+
+# check_estimator: every check passes (none expected to fail).
+KMEANS_EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+
+
+def _start(X, k, seed):
+    return X[np.random.default_rng(seed).choice(len(X), k, replace=False)]
+
+
+@pytest.mark.parametrize("X, k", [(IRIS, 3), (WINE, 3), (BLOBS, 5)], ids=["iris", "wine", "blobs"])
+def test_equals_sklearn_from_the_same_initial_centres(X, k):
+    init = _start(X, k, seed=1)
+    ref = cluster.KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
+    got = latentlab.KMeans(k, init=init).fit(X)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.inertia_, ref.inertia_, rtol=1e-10)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert got.n_iter_ == ref.n_iter_
+    new = X[::7] + 0.3
+    np.testing.assert_array_equal(got.predict(new), ref.predict(new))
+    np.testing.assert_allclose(got.transform(new), ref.transform(new), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got.score(new), ref.score(new), rtol=1e-10)
+    np.testing.assert_allclose(got.score(X), -got.inertia_, rtol=1e-10)
+
+
+def test_restarts_keep_the_lowest_inertia_and_find_planted_blobs():
+    X, truth = make_blobs(300, centers=4, cluster_std=0.5, random_state=7)
+    ref = cluster.KMeans(4, n_init=10, random_state=0).fit(X)
+    for init in ("k-means++", "random"):
+        got = latentlab.KMeans(4, init=init, n_init=10, random_state=0).fit(X)
+        np.testing.assert_allclose(got.inertia_, ref.inertia_, rtol=1e-10)
+        # the planted partition, up to renumbering
+        pairs = set(zip(got.labels_.tolist(), truth.tolist(), strict=True))
+        assert len(pairs) == 4
+    single = [latentlab.KMeans(4, init="random", random_state=s).fit(X).inertia_ for s in range(5)]
+    assert latentlab.KMeans(4, init="random", n_init=5, random_state=0).fit(X).inertia_ <= max(
+        single
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("k", "trials"))
+def _plusplus_draws(X, keys, k, trials):
+    return jax.vmap(lambda key: kmeans_plusplus(X, key, k, trials))(keys)
+
+
+def test_plusplus_first_seed_uniform_then_squared_distance_weighted():
+    # points 0, 1, 3 on a line, k=2, one candidate per step (plain k-means++): the
+    # first seed is uniform, the second drawn with probability D^2 / sum D^2
+    X = np.array([[0.0], [1.0], [3.0]])
+    exact = {
+        (0, 1): 1 / 3 * 1 / 10,
+        (0, 3): 1 / 3 * 9 / 10,
+        (1, 0): 1 / 3 * 1 / 5,
+        (1, 3): 1 / 3 * 4 / 5,
+        (3, 0): 1 / 3 * 9 / 13,
+        (3, 1): 1 / 3 * 4 / 13,
+    }
+    n_draws = 6000
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.PRNGKey(0), n_draws)
+        seeds = np.asarray(_plusplus_draws(jnp.asarray(X), keys, 2, 1))[:, :, 0]
+    observed = [np.sum((seeds[:, 0] == a) & (seeds[:, 1] == b)) for a, b in exact]
+    assert sum(observed) == n_draws  # never the same point twice
+    expected = n_draws * np.array(list(exact.values()))
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+    # and a wrong weighting (D instead of D^2) is rejected by the same test
+    wrong = {(0, 1): 1 / 12, (0, 3): 1 / 4, (1, 0): 1 / 9, (1, 3): 2 / 9}
+    wrong |= {(3, 0): 1 / 3 * 3 / 5, (3, 1): 1 / 3 * 2 / 5}
+    wrong_expected = n_draws * np.array([wrong[p] for p in exact])
+    assert stats.chisquare(observed, wrong_expected).pvalue < 1e-6
+
+
+def test_plusplus_covers_tight_clusters_far_more_often_than_random_seeds():
+    X, truth = make_blobs(200, centers=4, cluster_std=0.05, center_box=(-20, 20), random_state=2)
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.PRNGKey(1), 200)
+        plus = np.asarray(_plusplus_draws(jnp.asarray(X), keys, 4, 3))
+        rand = np.asarray(jax.vmap(lambda key: random_seeds(jnp.asarray(X), key, 4))(keys))
+
+    def covered(seeds):
+        nearest = np.argmin(((seeds[:, :, None, :] - X[None, None]) ** 2).sum(-1), axis=-1)
+        return np.mean([len(set(truth[row])) == 4 for row in nearest])
+
+    # all four clusters: k-means++ essentially always; uniform seeds ~ 4!/4^4 ~ 10%
+    assert covered(plus) >= 0.98
+    assert covered(rand) <= 0.25
+
+
+@pytest.mark.parametrize(
+    "params, data, match",
+    [
+        (dict(n_clusters=11), IRIS[:10], "n_clusters=11 exceeds n_samples=10"),
+        (dict(n_clusters=0), IRIS, "n_clusters"),
+        (dict(n_clusters=2, init=np.zeros((3, 4))), IRIS, r"init array has shape \(3, 4\)"),
+        (dict(n_clusters=2, init=np.full((2, 4), np.nan)), IRIS, "init array has NaN"),
+        (dict(n_clusters=2, init="kmeans"), IRIS, "Unknown init"),
+        (dict(n_clusters=2, n_init=0), IRIS, "n_init"),
+        (dict(n_clusters=2, tol=-1.0), IRIS, "tol"),
+        (dict(n_clusters=2), np.where(IRIS > 7, np.nan, IRIS), "NaN"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(params, data, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.KMeans(**params).fit(data)
+
+
+def test_predict_needs_the_fitted_number_of_features():
+    est = latentlab.KMeans(3, random_state=0).fit(IRIS)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(IRIS[:, :2])
+
+
+def test_check_estimator():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(latentlab.KMeans(), on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert set(failed) == set(KMEANS_EXPECTED_FAILED_CHECKS), failed

@@ -1,0 +1,84 @@
+"""Standard LLE against scikit-learn's on the same neighbours, out-of-sample transform,
+bad input and scikit-learn's estimator checks."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import manifold
+from sklearn.datasets import make_s_curve
+from sklearn.utils.estimator_checks import check_estimator
+
+import latentlab
+
+X, _ = make_s_curve(200, random_state=0)
+X_NEW = X[:9] + 0.02
+
+
+def align(a, b):
+    return a * np.sign(np.sum(a * b, axis=0))
+
+
+@pytest.fixture(scope="module")
+def fits():
+    ours = latentlab.LocallyLinearEmbedding(n_neighbors=10).fit(X)
+    ref = manifold.LocallyLinearEmbedding(n_neighbors=10, eigen_solver="dense").fit(X)
+    return ours, ref
+
+
+def test_matches_sklearn_embedding_and_reconstruction_error(fits):
+    ours, ref = fits
+    np.testing.assert_allclose(align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6)
+    np.testing.assert_allclose(ours.reconstruction_error_, ref.reconstruction_error_, rtol=1e-6)
+    # unit-norm eigenvectors, orthogonal to the constant one that was skipped (up to
+    # round-off / eigenvalue gap: the bottom eigenvalues here are ~1e-8 apart)
+    np.testing.assert_allclose(ours.embedding_.T @ ours.embedding_, np.eye(2), atol=1e-10)
+    np.testing.assert_allclose(ours.embedding_.sum(axis=0), 0.0, atol=1e-5)
+
+
+def test_transform_matches_sklearn_and_nearly_reproduces_training_points(fits):
+    ours, ref = fits
+    expected = ref.transform(X_NEW)
+    np.testing.assert_allclose(align(ours.transform(X_NEW), expected), expected, atol=1e-6)
+    # A training point is its own nearest neighbour, but the regularised weights do
+    # not put all their mass on it (reg * trace(G) spreads some over the others): the
+    # map is close to, not exactly, the identity on the training set (as scikit-learn).
+    error = np.abs(ours.transform(X) - ours.embedding_).max()
+    assert error < 1e-2 * np.abs(ours.embedding_).max()
+
+
+def test_shift_invert_lanczos_matches_dense(fits):
+    ours, _ = fits
+    lanczos = latentlab.LocallyLinearEmbedding(n_neighbors=10, eigen_solver="lanczos").fit(X)
+    assert lanczos.solver_ == "shift_invert"
+    np.testing.assert_allclose(lanczos.embedding_, ours.embedding_, atol=1e-7)
+    np.testing.assert_allclose(lanczos.eigenvalues_, ours.eigenvalues_, rtol=1e-6)
+
+
+def test_disconnected_graph_warns_naming_components():
+    two = np.r_[X[:60], X[:40] + 10.0]
+    with pytest.warns(UserWarning, match=r"2 connected components of sizes \[60, 40\]"):
+        latentlab.LocallyLinearEmbedding(n_neighbors=5).fit(two)
+
+
+@pytest.mark.parametrize(
+    ("params", "data", "match"),
+    [
+        ({"n_neighbors": 200}, X, "n_neighbors=200 is out of range"),
+        ({"n_components": 200}, X, "n_components"),
+        ({"reg": 0.0}, X, "reg"),
+        ({"eigen_solver": "arpack"}, X, "eigen_solver"),
+        ({}, np.r_[X[:-1], [[np.nan, 0, 0]]], "NaN"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(params, data, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.LocallyLinearEmbedding(**params).fit(data)
+
+
+def test_check_estimator():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(latentlab.LocallyLinearEmbedding(), on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert not failed, failed
