@@ -15,38 +15,13 @@ run) separately.  Thread settings and the load average are printed beside the nu
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _threads import apply_thread_option  # noqa: E402
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
-
-
-def bench(label, ours, ref, repeats, compare):
-    first, result = timed(ours)
-    timed(ref)
-    times_ours, times_ref = [], []
-    for _ in range(repeats):
-        t, result = timed(ours)
-        times_ours.append(t)
-        t, expected = timed(ref)
-        times_ref.append(t)
-    o, r = statistics.median(times_ours), statistics.median(times_ref)
-    print(
-        f"{label:<40} {o:7.3f} s vs {r:7.3f} s  ratio {o / r:5.2f}  | first call "
-        f"{first:6.2f} s | {compare(result, expected)}",
-        flush=True,
-    )
+from _timing import bench, print_environment  # noqa: E402
 
 
 def main():
@@ -59,19 +34,15 @@ def main():
     args = parser.parse_args()
     apply_thread_option(args.threads)
 
-    import jax
     import numpy as np
     from sklearn import cluster
     from sklearn.datasets import make_blobs
     from sklearn.metrics import adjusted_rand_score
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     import latentlab
 
-    print(f"jax {jax.__version__}, devices {jax.devices()}, threads {args.threads}")
-    for pool in threadpool_info():
-        print(f"threadpoolctl: {pool['internal_api']} num_threads={pool['num_threads']}")
-    print(f"load average: {os.getloadavg()}")
+    print_environment(args.threads)
     limits = threadpool_limits(args.threads) if args.threads else None
     warnings.simplefilter("ignore")
 

@@ -15,20 +15,13 @@ Thread settings are printed beside the numbers.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _threads import apply_thread_option  # noqa: E402
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
+from _timing import bench, print_environment  # noqa: E402
 
 
 def aligned_difference(a, b):
@@ -37,23 +30,6 @@ def aligned_difference(a, b):
 
     a = a * np.sign(np.sum(a * b, axis=0))
     return float(np.abs(a - b).max() / np.abs(b).max())
-
-
-def bench(label, ours, ref, repeats, compare):
-    first, result = timed(ours)
-    timed(ref)
-    times_ours, times_ref = [], []
-    for _ in range(repeats):
-        t, result = timed(ours)
-        times_ours.append(t)
-        t, expected = timed(ref)
-        times_ref.append(t)
-    o, r = statistics.median(times_ours), statistics.median(times_ref)
-    print(
-        f"{label:<34} {o:7.3f} s vs {r:7.3f} s  ratio {o / r:5.2f}  | first call "
-        f"{first:6.2f} s | {compare(result, expected)}",
-        flush=True,
-    )
 
 
 def main():
@@ -66,20 +42,14 @@ def main():
     args = parser.parse_args()
     apply_thread_option(args.threads)
 
-    import jax
     from sklearn import cluster, manifold
     from sklearn.datasets import make_s_curve
     from sklearn.metrics import adjusted_rand_score
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     import latentlab
 
-    print(f"jax {jax.__version__}, devices {jax.devices()}, threads {args.threads}")
-    for pool in threadpool_info():
-        print(f"threadpoolctl: {pool['internal_api']} num_threads={pool['num_threads']}")
-    import os
-
-    print(f"load average: {os.getloadavg()}")
+    print_environment(args.threads)
     limits = threadpool_limits(args.threads) if args.threads else None
     warnings.simplefilter("ignore")
 

@@ -140,55 +140,47 @@ def partial_eigh(
         else:
             w, V = w[:k], V[:, :k]
         converged = jnp.asarray(True)
-    elif solver == "shift_invert":
-        if which != "bottom" or shift is None or hasattr(A, "matmat"):
-            raise ValueError(
-                "solver='shift_invert' finds the bottom end of a matrix (not an operator) "
-                "and needs shift < lambda_min"
-            )
-        n, dtype = A.shape[0], A.dtype
-        shift = jnp.asarray(shift, dtype)
-        A = 0.5 * (A + A.T) - shift * jnp.eye(n, dtype=dtype)
-        factor = jax.lax.linalg.cholesky(A)
-
-        def matmat(M):
-            M = M if deflate is None else M - deflate @ (deflate.T @ M)
-            Z = jax.lax.linalg.triangular_solve(factor, M, left_side=True, lower=True)
-            Z = jax.lax.linalg.triangular_solve(
-                factor, Z, left_side=True, lower=True, transpose_a=True
-            )
-            return Z if deflate is None else Z - deflate @ (deflate.T @ Z)
-
-        if key is None:
-            key = jax.random.PRNGKey(0)
-        top = block_lanczos_eigh(
-            matmat,
-            n,
-            key,
-            n_components=k,
-            block_size=block_size,
-            max_blocks=max_blocks,
-            max_products=max_products,
-            tol=tol,
-            dtype=dtype,
-        )
-        w, V, converged = shift + 1.0 / top.eigenvalues, top.eigenvectors, top.converged
     else:
-        matmat, n, dtype = _operator(A)
-        if which == "bottom":
-            if shift is None:
-                if hasattr(A, "matmat"):
-                    raise ValueError("the bottom end of an operator needs shift >= lambda_max")
-                shift = jnp.max(jnp.sum(jnp.abs(A), axis=1))  # Gershgorin: >= lambda_max
+        # Both Lanczos variants find the top of a transformed operator; ``recover`` maps
+        # its eigenvalues back to A's.
+        if solver == "shift_invert":
+            if which != "bottom" or shift is None or hasattr(A, "matmat"):
+                raise ValueError(
+                    "solver='shift_invert' finds the bottom end of a matrix (not an "
+                    "operator) and needs shift < lambda_min"
+                )
+            n, dtype = A.shape[0], A.dtype
             shift = jnp.asarray(shift, dtype)
-            base = matmat
-            matmat = lambda M: shift * M - base(M)  # noqa: E731
-        if key is None:
-            key = jax.random.PRNGKey(0)
+            factor = jax.lax.linalg.cholesky(0.5 * (A + A.T) - shift * jnp.eye(n, dtype=dtype))
+
+            def matmat(M):
+                M = M if deflate is None else M - deflate @ (deflate.T @ M)
+                Z = jax.lax.linalg.triangular_solve(factor, M, left_side=True, lower=True)
+                Z = jax.lax.linalg.triangular_solve(
+                    factor, Z, left_side=True, lower=True, transpose_a=True
+                )
+                return Z if deflate is None else Z - deflate @ (deflate.T @ Z)
+
+            def recover(w):
+                return shift + 1.0 / w
+        else:
+            matmat, n, dtype = _operator(A)
+            if which == "bottom":
+                if shift is None:
+                    if hasattr(A, "matmat"):
+                        raise ValueError("the bottom end of an operator needs shift >= lambda_max")
+                    shift = jnp.max(jnp.sum(jnp.abs(A), axis=1))  # Gershgorin: >= lambda_max
+                shift = jnp.asarray(shift, dtype)
+                base = matmat
+                matmat = lambda M: shift * M - base(M)  # noqa: E731
+
+            def recover(w):
+                return shift - w if which == "bottom" else w
+
         top = block_lanczos_eigh(
             matmat,
             n,
-            key,
+            jax.random.PRNGKey(0) if key is None else key,
             n_components=k,
             block_size=block_size,
             max_blocks=max_blocks,
@@ -196,9 +188,7 @@ def partial_eigh(
             tol=tol,
             dtype=dtype,
         )
-        w, V, converged = top.eigenvalues, top.eigenvectors, top.converged
-        if which == "bottom":
-            w = shift - w
+        w, V, converged = recover(top.eigenvalues), top.eigenvectors, top.converged
     return PartialEigh(w, flip_signs_by_largest(V, axis=0)[0], converged)
 
 

@@ -71,18 +71,15 @@ def fit_lle(
     *,
     n_components: int,
     solver: str = "dense",
-    block_size: int = 0,
-    max_blocks: int = 0,
-    max_products: int = 0,
-    tol=0.0,
+    **settings,
 ) -> LLEFit:
-    """Standard LLE of X (n, d) with neighbour indices (n, n_neighbors) (self excluded)."""
+    """Standard LLE of X (n, d) with neighbour indices (n, n_neighbors) (self excluded).
+
+    ``settings``: the Lanczos settings of :func:`~latentlab.closed_form.eigensolvers.partial_eigh`
+    (``block_size``, ``max_blocks``, ``max_products``, ``tol``)."""
     weights = barycenter_weights(X, X, indices, reg)
     M = lle_matrix(weights, indices)
     n = X.shape[0]
-    settings = dict(
-        block_size=block_size, max_blocks=max_blocks, max_products=max_products, tol=tol
-    )
     if solver == "shift_invert":
         # The constant vector is an exact null vector (rows of W sum to 1): deflate it
         # rather than find it.  The shift only has to keep M - shift I positive

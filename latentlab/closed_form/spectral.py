@@ -66,12 +66,12 @@ def spectral_embedding(
     n_components: int,
     drop_first: bool,
     solver: str,
-    block_size: int = 0,
-    max_blocks: int = 0,
-    max_products: int = 0,
-    tol=0.0,
+    **settings,
 ) -> SpectralFit:
-    """Laplacian eigenmap of a symmetric affinity matrix A (n, n)."""
+    """Laplacian eigenmap of a symmetric affinity matrix A (n, n).
+
+    ``settings``: the Lanczos settings of :func:`~latentlab.closed_form.eigensolvers.partial_eigh`
+    (``block_size``, ``max_blocks``, ``max_products``, ``tol``)."""
     n = A.shape[0]
     A = jnp.where(jnp.eye(n, dtype=bool), 0.0, 0.5 * (A + A.T))
     degree = jnp.sum(A, axis=1)
@@ -79,9 +79,6 @@ def spectral_embedding(
     scale = jnp.where(isolated, 1.0, jnp.sqrt(degree))
     S = A / scale[:, None] / scale[None, :] + jnp.diag(isolated.astype(A.dtype))
     wanted = n_components + 1 if drop_first else n_components
-    settings = dict(
-        block_size=block_size, max_blocks=max_blocks, max_products=max_products, tol=tol
-    )
     if solver == "shift_invert":
         # sparse (k-NN) affinities: S's top eigenvalues crowd within ~1e-3 of 1 in a
         # spectrum of width 2, where plain Lanczos crawls; L - shift I (L's spectrum
@@ -120,88 +117,26 @@ def spectral_embedding(
 
 _STATIC = ("n_components", "drop_first", "solver", "block_size", "max_blocks", "max_products")
 
+# The programs below take :func:`spectral_embedding`'s keyword settings unchanged.
+
 
 @program(static_argnames=_STATIC)
-def fit_spectral_embedding(
-    A,
-    key,
-    *,
-    n_components: int,
-    drop_first: bool,
-    solver: str,
-    block_size: int = 0,
-    max_blocks: int = 0,
-    max_products: int = 0,
-    tol=0.0,
-) -> SpectralFit:
+def fit_spectral_embedding(A, key, **settings) -> SpectralFit:
     """:func:`spectral_embedding` of a precomputed affinity matrix."""
-    return spectral_embedding(
-        A,
-        key,
-        n_components=n_components,
-        drop_first=drop_first,
-        solver=solver,
-        block_size=block_size,
-        max_blocks=max_blocks,
-        max_products=max_products,
-        tol=tol,
-    )
+    return spectral_embedding(A, key, **settings)
 
 
 @program(static_argnames=_STATIC)
-def fit_rbf_spectral_embedding(
-    X,
-    gamma,
-    key,
-    *,
-    n_components: int,
-    drop_first: bool,
-    solver: str,
-    block_size: int = 0,
-    max_blocks: int = 0,
-    max_products: int = 0,
-    tol=0.0,
-) -> SpectralFit:
+def fit_rbf_spectral_embedding(X, gamma, key, **settings) -> SpectralFit:
     """:func:`spectral_embedding` of the rbf affinity of X (one program: the n x n
     affinity never leaves the device)."""
-    return fit_spectral_embedding.fn(
-        rbf_affinity(X, gamma),
-        key,
-        n_components=n_components,
-        drop_first=drop_first,
-        solver=solver,
-        block_size=block_size,
-        max_blocks=max_blocks,
-        max_products=max_products,
-        tol=tol,
-    )
+    return spectral_embedding(rbf_affinity(X, gamma), key, **settings)
 
 
 @program(static_argnames=_STATIC)
-def fit_knn_spectral_embedding(
-    indices,
-    key,
-    *,
-    n_components: int,
-    drop_first: bool,
-    solver: str,
-    block_size: int = 0,
-    max_blocks: int = 0,
-    max_products: int = 0,
-    tol=0.0,
-) -> SpectralFit:
+def fit_knn_spectral_embedding(indices, key, **settings) -> SpectralFit:
     """:func:`spectral_embedding` of the symmetrised k-NN connectivity."""
-    return fit_spectral_embedding.fn(
-        knn_affinity(indices),
-        key,
-        n_components=n_components,
-        drop_first=drop_first,
-        solver=solver,
-        block_size=block_size,
-        max_blocks=max_blocks,
-        max_products=max_products,
-        tol=tol,
-    )
+    return spectral_embedding(knn_affinity(indices), key, **settings)
 
 
 knn_affinity_program = program(knn_affinity)

@@ -15,9 +15,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._validation import check_data, check_n_components, check_option
 from latentlab.closed_form import isomap as cf
+from latentlab.closed_form import mds
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
+from latentlab.estimators._embedding import FitsEmbedding
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 from latentlab.inference.summaries import pad_rows
 
@@ -70,13 +72,13 @@ def radius_neighbors_of(Q, R, radius: float):
     return distances, indices
 
 
-class Isomap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     """Isomap embedding (Tenenbaum, de Silva & Langford 2000).
 
     Builds the k-nearest-neighbour (or epsilon-radius) graph of the data, computes the
     geodesic distances as shortest paths in it (SciPy), and embeds them by classical
-    MDS: the top eigenpairs of the doubly centred ``-D**2 / 2``, found by the shared
-    partial eigensolver (:mod:`latentlab.closed_form.eigensolvers`).  Matches
+    MDS (:func:`latentlab.closed_form.mds.classical_mds`): the top eigenpairs of the
+    doubly centred ``-D**2 / 2``.  Matches
     scikit-learn's ``Isomap`` on the same neighbours (up to the signs of the axes).
 
     Parameters
@@ -166,16 +168,6 @@ class Isomap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator)
             raise ValueError("One of n_neighbors and radius must be given")
         return check_n_neighbors(self.n_neighbors, n)
 
-    def fit(self, X, y=None):
-        """Fit the embedding to X (n_samples, n_features)."""
-        self._fit(X)
-        return self
-
-    def fit_transform(self, X, y=None):
-        """Fit to X and return its embedding (n_samples, n_components)."""
-        self._fit(X)
-        return self.embedding_.copy()
-
     def _fit(self, X):
         from scipy.sparse.csgraph import shortest_path
 
@@ -208,15 +200,14 @@ class Isomap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator)
                 D_full = np.array(call(nb.pairwise_distances, n * n, Xj, Xj))
                 graph = nb.link_components(graph, D_full, labels)
             D = shortest_path(graph, method=self.path_method, directed=False)
-            Dj = to_device(D)
-            key = jax_key(self.random_state)
+            D2, key = to_device(D * D), jax_key(self.random_state)
 
             def solve(**settings):
-                return call(cf.fit_isomap, n * n, Dj, key, n_components=K, **settings)
+                return call(mds.classical_mds, n * n, D2, key, n_components=K, **settings)
 
             result, solver = solve_with_fallback(solve, n, K, self.eigen_solver, dtype)
             eigenvalues = to_numpy(result.eigenvalues)
-            eigenvectors = to_numpy(result.eigenvectors)
+            embedding = to_numpy(result.embedding)
         # eigenvalues at round-off level would blow up new points' coordinates
         floor = max(float(eigenvalues.max()), 0.0) * n * float(np.finfo(dtype).eps)
         if not np.all(eigenvalues > floor):
@@ -226,17 +217,13 @@ class Isomap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator)
                 "fewer dimensions than that; ask for fewer components"
             )
         self.eigenvalues_ = eigenvalues
-        self.embedding_ = eigenvectors * np.sqrt(eigenvalues)
+        self.embedding_ = embedding
         self.dist_matrix_ = np.require(D, np.float64, ["C", "O", "W"])  # SciPy's is a view
         self.kernel_column_means_ = to_numpy(result.column_means)
         self.kernel_grand_mean_ = float(result.grand_mean)
         self.X_fit_ = X.copy()
         self.solver_ = solver
         return X
-
-    @property
-    def _n_features_out(self):
-        return self.embedding_.shape[1]
 
     def reconstruction_error(self) -> float:
         """``sqrt(||H G H||_F^2 - sum(eigenvalues_**2)) / n_samples`` with ``G =

@@ -14,6 +14,7 @@ from latentlab.closed_form import lle as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
+from latentlab.estimators._embedding import FitsEmbedding
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
 from latentlab.inference.summaries import pad_rows
@@ -23,7 +24,9 @@ __all__ = ["LocallyLinearEmbedding"]
 EIGEN_SOLVERS = ("auto", "dense", "lanczos")
 
 
-class LocallyLinearEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+class LocallyLinearEmbedding(
+    FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
+):
     """Locally linear embedding (Roweis & Saul 2000), the standard method.
 
     Each point is reconstructed from its ``n_neighbors`` nearest neighbours by weights
@@ -97,16 +100,6 @@ class LocallyLinearEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
             raise ValueError(f"reg must be finite, got {reg!r}")
         return float(reg)
 
-    def fit(self, X, y=None):
-        """Fit the embedding to X (n_samples, n_features)."""
-        self._fit(X)
-        return self
-
-    def fit_transform(self, X, y=None):
-        """Fit to X and return its embedding (n_samples, n_components)."""
-        self._fit(X)
-        return self.embedding_.copy()
-
     def _fit(self, X):
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n = X.shape[0]
@@ -141,10 +134,6 @@ class LocallyLinearEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         self.X_fit_ = X.copy()
         self.solver_ = solver
         return X
-
-    @property
-    def _n_features_out(self):
-        return self.embedding_.shape[1]
 
     def transform(self, X):
         """Coordinates of new points: their reconstruction weights on their

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from latentlab._validation import check_data, check_n_components, check_option
 from latentlab.closed_form import mds as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators._embedding import FitsEmbedding, PairwiseWhenPrecomputed
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 from latentlab.estimators.kernel_pca import LANCZOS_MIN_SAMPLES, lanczos_settings
 
@@ -57,7 +58,13 @@ def check_distance_matrix(D: np.ndarray, who: str = "X") -> np.ndarray:
     return D
 
 
-class MDS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+class MDS(
+    FitsEmbedding,
+    PairwiseWhenPrecomputed,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    LatentEstimator,
+):
     """Metric multidimensional scaling: classical (Torgerson) MDS, computed by
     jit-compiled JAX in float64, with an out-of-sample ``transform``.
 
@@ -146,6 +153,8 @@ class MDS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     True
     """
 
+    _pairwise_setting = "dissimilarity"
+
     def __init__(
         self,
         n_components=2,
@@ -171,11 +180,6 @@ class MDS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         self.random_state = random_state
         self.dtype = dtype
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self.dissimilarity == "precomputed"
-        return tags
-
     def _check_settings(self):
         if isinstance(self.metric, str) and self.metric in DISSIMILARITIES:
             raise ValueError(
@@ -197,17 +201,6 @@ class MDS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
                 raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
             if not isinstance(self.eps, numbers.Real) or not self.eps >= 0:
                 raise ValueError(f"eps must be a non-negative number, got {self.eps!r}")
-
-    def fit(self, X, y=None):
-        """Fit the configuration to data X (n_samples, n_features), or to an (n, n)
-        distance matrix with ``dissimilarity="precomputed"``."""
-        self._fit(X)
-        return self
-
-    def fit_transform(self, X, y=None):
-        """Fit and return ``embedding_`` (n_samples, n_components)."""
-        self._fit(X)
-        return self.embedding_.copy()
 
     def _fit(self, X):
         self._check_settings()
@@ -320,10 +313,6 @@ class MDS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             self.X_fit_ = X.copy()
         self.eigen_solver_ = solver
         self.n_components_ = K
-
-    @property
-    def _n_features_out(self):
-        return self.n_components_
 
     def transform(self, X):
         """Place new points in the fitted configuration (de Silva & Tenenbaum's landmark

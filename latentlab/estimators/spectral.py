@@ -13,6 +13,7 @@ from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form import spectral as cf
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, to_device
+from latentlab.estimators._embedding import PairwiseWhenPrecomputed
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
 
@@ -60,33 +61,11 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
         gamma = _check_gamma(gamma, d)
     with est._precision():
         key = jax_key(est.random_state)
+        # one program per affinity, all taking (data..., key) and the solver settings
         if affinity == "precomputed":
-            A = to_device(0.5 * (X + X.T))
-
-            def solve(**settings):
-                return call(
-                    cf.fit_spectral_embedding,
-                    n * n,
-                    A,
-                    key,
-                    n_components=n_components,
-                    drop_first=drop_first,
-                    **settings,
-                )
+            fit_program, data = cf.fit_spectral_embedding, (to_device(0.5 * (X + X.T)),)
         elif affinity == "rbf":
-            Xj = to_device(X)
-
-            def solve(**settings):
-                return call(
-                    cf.fit_rbf_spectral_embedding,
-                    n * n,
-                    Xj,
-                    gamma,
-                    key,
-                    n_components=n_components,
-                    drop_first=drop_first,
-                    **settings,
-                )
+            fit_program, data = cf.fit_rbf_spectral_embedding, (to_device(X), gamma)
         else:
             others = np.zeros((n, 0), np.int32)
             if n_neighbors > 1:
@@ -100,18 +79,18 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
                 "zero eigenvalue; increase n_neighbors.",
                 error=False,
             )
-            idx = to_device(indices)
+            fit_program, data = cf.fit_knn_spectral_embedding, (to_device(indices),)
 
-            def solve(**settings):
-                return call(
-                    cf.fit_knn_spectral_embedding,
-                    n * n,
-                    idx,
-                    key,
-                    n_components=n_components,
-                    drop_first=drop_first,
-                    **settings,
-                )
+        def solve(**settings):
+            return call(
+                fit_program,
+                n * n,
+                *data,
+                key,
+                n_components=n_components,
+                drop_first=drop_first,
+                **settings,
+            )
 
         result, solver = solve_with_fallback(
             solve, n, wanted, est.eigen_solver, dtype, shift_invert=affinity == "nearest_neighbors"
@@ -123,7 +102,7 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
         elif affinity == "rbf":
             matrix = None  # rebuilt below only when asked for
         else:
-            matrix = to_numpy(call(cf.knn_affinity_program, n * n, idx))
+            matrix = to_numpy(call(cf.knn_affinity_program, n * n, *data))
     if affinity == "precomputed":
         nb.check_connected(
             _sparse(matrix),
@@ -143,7 +122,7 @@ def _sparse(A):
     return csr_matrix(A)
 
 
-class SpectralEmbedding(LatentEstimator):
+class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
     """Laplacian eigenmaps (Belkin & Niyogi 2003).
 
     The bottom eigenvectors of the normalized graph Laplacian of an affinity matrix,
@@ -217,11 +196,6 @@ class SpectralEmbedding(LatentEstimator):
         self.random_state = random_state
         self.dtype = dtype
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self.affinity == "precomputed"
-        return tags
-
     def fit(self, X, y=None):
         """Fit the embedding to X (n_samples, n_features), or to an affinity matrix."""
         n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
@@ -245,7 +219,7 @@ class SpectralEmbedding(LatentEstimator):
         return self.fit(X).embedding_.copy()
 
 
-class SpectralClustering(ClusterMixin, LatentEstimator):
+class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator):
     """Spectral clustering (Ng, Jordan & Weiss 2002): k-means on the Laplacian
     eigenmap of an affinity matrix, scikit-learn's conventions (the embedding keeps
     the first eigenvector; ``n_init`` k-means++ restarts keep the lowest inertia).
@@ -285,7 +259,7 @@ class SpectralClustering(ClusterMixin, LatentEstimator):
     >>> import numpy as np, latentlab
     >>> X = np.r_[np.zeros((10, 2)), np.ones((10, 2)) * 5] + 0.1 * np.arange(20)[:, None]
     >>> labels = latentlab.SpectralClustering(2, random_state=0).fit_predict(X)
-    >>> len(set(labels[:10])), len(set(labels[10:])), labels[0] != labels[-1]
+    >>> len(set(labels[:10])), len(set(labels[10:])), bool(labels[0] != labels[-1])
     (1, 1, True)
     """
 
@@ -311,11 +285,6 @@ class SpectralClustering(ClusterMixin, LatentEstimator):
         self.eigen_solver = eigen_solver
         self.random_state = random_state
         self.dtype = dtype
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self.affinity == "precomputed"
-        return tags
 
     def fit(self, X, y=None):
         """Cluster X (n_samples, n_features), or an affinity matrix."""
