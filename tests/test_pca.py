@@ -225,7 +225,7 @@ def test_check_estimator():
     [
         (np.r_[IRIS[:-1], [[np.nan, 1, 2, 3]]], {}, "NaN"),
         (np.r_[IRIS[:-1], [[np.inf, 1, 2, 3]]], {}, "infinity"),
-        (IRIS, {"n_components": 0}, "n_components"),
+        (IRIS, {"n_components": -1}, "n_components"),
         (IRIS, {"n_components": 5}, "n_components"),
         (IRIS, {"n_components": 1.5}, "n_components"),
         (IRIS, {"n_components": -0.2}, "n_components"),
@@ -429,3 +429,26 @@ def test_copy_is_accepted_and_never_changes_the_input(copy):
     ref = decomposition.PCA(n_components=2, copy=copy, whiten=True).fit_transform(IRIS.copy())
     assert_allclose(Z, ref, atol=1e-9)
     assert ours.get_params()["copy"] is copy
+
+
+def test_zero_components_is_the_isotropic_gaussian():
+    """PCA(0): every direction is noise. Its score is the isotropic Gaussian's with the
+    ddof=1 variance averaged over features (scikit-learn's convention), and so is
+    scikit-learn's PCA(0)'s."""
+    from scipy.stats import multivariate_normal
+    from sklearn.decomposition import PCA as SkPCA
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4)) * [1.0, 2.0, 3.0, 4.0] + 5.0
+    variance = X.var(axis=0, ddof=1).mean()
+    exact = multivariate_normal(X.mean(axis=0), variance * np.eye(4)).logpdf(X).mean()
+    for solver in ("full", "covariance_eigh", "auto"):
+        model = latentlab.PCA(0, svd_solver=solver).fit(X)
+        assert model.components_.shape == (0, 4)
+        assert model.transform(X).shape == (50, 0)
+        assert model.noise_variance_ == pytest.approx(variance, rel=1e-12)
+        assert model.score(X) == pytest.approx(exact, rel=1e-12)
+        assert model.score(X) == pytest.approx(SkPCA(0, svd_solver="full").fit(X).score(X))
+        np.testing.assert_allclose(model.get_precision(), np.eye(4) / variance, rtol=1e-12)
+    with pytest.raises(ValueError, match="n_components=0 needs the whole spectrum"):
+        latentlab.PCA(0, svd_solver="randomized").fit(X)

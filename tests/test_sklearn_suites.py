@@ -62,7 +62,6 @@ MESSAGE = (
     "matches scikit-learn's exact message text; latentlab raises ValueError/warns with its own"
 )
 SLOW = "kept out to hold this file near a minute: {} (cold XLA compiles)"
-NOT_YET = "a scikit-learn parameter latentlab does not have yet (issue 15 feature list)"
 WHITENED_SCORE = (
     "last assertion: whitened score < unwhitened score. scikit-learn's get_covariance "
     "rescales the components by sqrt(explained_variance_) when whiten=True and then "
@@ -80,7 +79,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("pca", "test_pca_validation[auto-3-*"): MESSAGE,
     ("pca", "test_n_components_mle_error"): MESSAGE,
     ("pca", "test_fit_mle_too_few_samples"): MESSAGE,
-    ("pca", "test_pca_score3"): NOT_YET + ": n_components=0 (the isotropic K = 0 model)",
     ("pca", "test_pca_score[*"): WHITENED_SCORE,
     ("pca", "test_pca_singular_values[randomized]"): (
         "refits on X_trans @ components_ expecting orthogonal score columns: scikit-learn's "

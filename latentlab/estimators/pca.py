@@ -105,12 +105,14 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, La
     Parameters
     ----------
     n_components : int, float in (0, 1), "mle" or None, default=None
-        An int keeps that many components (``1 <= n_components <= min(n_samples,
-        n_features)``); a float in (0, 1) keeps the fewest components whose explained
-        variance ratio exceeds it; ``"mle"`` chooses the number by Minka's (2000)
-        Laplace approximation to the evidence of probabilistic PCA, as scikit-learn
-        (:func:`mle_dimension`; needs ``n_samples >= n_features``).  Both need the full
-        spectrum, so not ``svd_solver="randomized"``.  None keeps ``min(n_samples,
+        An int keeps that many components (``0 <= n_components <= min(n_samples,
+        n_features)``; 0 is the isotropic Gaussian, whose ``score`` is the K = 0 row of
+        a model-comparison table, and needs an exact solver); a float in (0, 1) keeps
+        the fewest components whose explained variance ratio exceeds it; ``"mle"``
+        chooses the number by Minka's (2000) Laplace approximation to the evidence of
+        probabilistic PCA, as scikit-learn (:func:`mle_dimension`; needs
+        ``n_samples >= n_features``).  Both need the full spectrum, so not
+        ``svd_solver="randomized"``.  None keeps ``min(n_samples,
         n_features)``, one fewer with ``svd_solver="arpack"`` (as scikit-learn).
     copy : bool, default=True
         Accepted for compatibility with scikit-learn's ``PCA``.  latentlab never writes
@@ -240,7 +242,14 @@ default="auto"
                 "choose the number of components"
             )
         else:
-            K = check_n_components(self.n_components, 1, high, "min(n_samples, n_features)")
+            # 0 is the isotropic Gaussian (every direction is noise), as scikit-learn's
+            K = check_n_components(self.n_components, 0, high, "min(n_samples, n_features)")
+            if K == 0 and solver in ("arpack", "randomized"):
+                raise ValueError(
+                    f"n_components=0 needs the whole spectrum (its noise variance is the "
+                    f"mean of every eigenvalue); use svd_solver='full' or 'covariance_eigh', "
+                    f"not {solver!r}"
+                )
         if solver == "auto":
             if n_features <= 1000 and n_samples >= 10 * n_features:
                 solver = "covariance_eigh"
