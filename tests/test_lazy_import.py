@@ -63,3 +63,13 @@ def test_import_leaves_heavy_modules_out_and_public_api_works():
     X = np.asarray(report["X"])
     assert np.isclose(report["loglik"], _ppca_ml_loglik(X, 1), rtol=1e-6)
     assert "pandas" in report["after_compare"]
+
+
+def test_the_lazy_names_are_the_estimators_modules_names():
+    """latentlab writes its estimator names out (so that importing it stays light);
+    they must be exactly latentlab.estimators' public names, or a new estimator would
+    be missing from ``latentlab.X`` (or from save/load's registry)."""
+    import latentlab
+    import latentlab.estimators
+
+    assert latentlab._ESTIMATORS == tuple(latentlab.estimators.__all__)
