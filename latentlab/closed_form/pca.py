@@ -366,19 +366,32 @@ def pca_lanczos(
     n, d = X.shape
     mean, Xc = _centre(X)
     total_variance = jnp.sum(Xc * Xc) / (n - 1)
-    top = block_lanczos_eigh(
+    return _lanczos_decomposition(
+        lambda M: Xc @ M,
         lambda M: Xc.T @ (Xc @ M),
-        d,
+        mean,
+        total_variance,
+        n,
         key,
+        tol,
         n_components=n_components,
         block_size=block_size,
         max_blocks=max_blocks,
         max_products=max_products,
-        tol=tol,
-        dtype=X.dtype,
+    )
+
+
+def _lanczos_decomposition(
+    centred_product, scatter_product, mean, total_variance, n, key, tol, **settings
+):
+    """PCA of the centred X behind ``centred_product`` (M -> Xc M) and
+    ``scatter_product`` (M -> Xc^T Xc M) by block Lanczos on the scatter, and whether it
+    converged.  Singular values are ``||Xc v||`` of the returned axes."""
+    top = block_lanczos_eigh(
+        scatter_product, mean.shape[0], key, tol=tol, dtype=mean.dtype, **settings
     )
     V = top.eigenvectors.T
-    s = jnp.linalg.norm(Xc @ top.eigenvectors, axis=0)
+    s = jnp.linalg.norm(centred_product(top.eigenvectors), axis=0)
     order = jnp.argsort(-s)
     return _decomposition(mean, V[order], s[order], total_variance, n), top.converged
 
@@ -441,21 +454,19 @@ def pca_lanczos_sparse(
         Y = centred_product(M)
         return X.rmatmat(Y, d) - jnp.outer(mean, jnp.sum(Y, axis=0))
 
-    top = block_lanczos_eigh(
+    return _lanczos_decomposition(
+        centred_product,
         scatter_product,
-        d,
+        mean,
+        total_variance,
+        n,
         key,
+        tol,
         n_components=n_components,
         block_size=block_size,
         max_blocks=max_blocks,
         max_products=max_products,
-        tol=tol,
-        dtype=mean.dtype,
     )
-    V = top.eigenvectors.T
-    s = jnp.linalg.norm(centred_product(top.eigenvectors), axis=0)
-    order = jnp.argsort(-s)
-    return _decomposition(mean, V[order], s[order], total_variance, n), top.converged
 
 
 @program
