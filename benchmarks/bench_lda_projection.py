@@ -127,6 +127,18 @@ def bench_rp(args):
             distortion,
         )
 
+    def stored_mb(R):
+        parts = (R.data, R.indices, R.indptr) if hasattr(R, "indptr") else (np.asarray(R),)
+        return sum(p.nbytes for p in parts) / 1e6
+
+    ours = latentlab.SparseRandomProjection(random_state=0).fit(X).components_
+    ref = skrp.SparseRandomProjection(random_state=0).fit(X).components_
+    print(
+        f"SparseRandomProjection components_ ({ours.shape[0]} x {d}): "
+        f"{stored_mb(ours):.1f} MB ({type(ours).__name__}) vs {stored_mb(ref):.1f} MB "
+        f"({type(ref).__name__})"
+    )
+
 
 def bench_mds(args):
     from sklearn.manifold import MDS, ClassicalMDS

@@ -48,6 +48,10 @@ _ESTIMATORS = (
     "SpectralClustering",
     "KMeans",
     "AgglomerativeClustering",
+    "Autoencoder",
+    "VariationalAutoencoder",
+    "FastICA",
+    "NMF",
 )
 __all__ = [
     *_ESTIMATORS,

@@ -157,6 +157,19 @@ def check_n_components(n_components: int, low: int, high: int, why: str) -> int:
     return int(n_components)
 
 
+def check_codes(Z, n_components: int, name: str = "X") -> np.ndarray:
+    """Latent coordinates handed to ``inverse_transform``: a finite float64 array of
+    shape (n_samples, n_components), or a ValueError saying what is wrong."""
+    Z = np.asarray(Z, dtype=np.float64)
+    if Z.ndim != 2 or Z.shape[1] != n_components:
+        raise ValueError(
+            f"{name} must hold codes of shape (n_samples, {n_components}), got {Z.shape}"
+        )
+    if not np.isfinite(Z).all():  # latent coordinates are never missing
+        raise ValueError(f"{name} contains NaN or infinity")
+    return Z
+
+
 def check_positive_int(name: str, value) -> int:
     """``value`` as an int, or a ValueError naming the setting if it is not a
     positive integer (bools refused: ``True`` is not a count)."""

@@ -27,6 +27,7 @@ import math
 import numbers
 import os
 import struct
+import sys
 import zipfile
 
 import numpy as np
@@ -49,7 +50,10 @@ _META_KEYS = {
 }
 # optional: names among string_arrays whose values were NumPy str ("<U") arrays (class
 # labels), restored as such; the others (feature names) are object arrays of str
-_OPTIONAL_META_KEYS = {"unicode_arrays"}
+_OPTIONAL_META_KEYS = {"unicode_arrays", "sparse_arrays"}
+# optional "sparse_arrays": {name: [rows, cols]} of fitted scipy.sparse matrices, saved
+# as their CSR arrays name/data, name/indices, name/indptr and rebuilt (checked) on load
+_CSR_PARTS = ("data", "indices", "indptr")
 # dtypes a saved array may have; anything else (objects, strings, structured) is refused
 _DTYPES = {np.dtype(t) for t in ("<f8", "<f4", "<i8", "<i4", "|b1", "|u1")}
 _MAX_MEMBERS = 4096
@@ -76,6 +80,11 @@ def _digest(meta: dict, arrays: dict[str, np.ndarray]) -> str:
         h.update(f"{name}|{a.dtype.str}|{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def _is_sparse(value) -> bool:
+    sparse = sys.modules.get("scipy.sparse")  # nothing is sparse before SciPy is loaded
+    return sparse is not None and sparse.issparse(value)
 
 
 def _plain(value):
@@ -135,7 +144,7 @@ def save(estimator, path) -> None:
         settings[k], saved = _setting(v)
         if not saved:
             unsaved.append(k)
-    scalars, arrays, lists, unicode = {}, {}, {}, []
+    scalars, arrays, lists, unicode, sparse_shapes = {}, {}, {}, [], {}
     skipped = _SKLEARN_PRIVATE | _FIT_SCRATCH.get(name, set())
     for key, value in vars(estimator).items():
         if key in params or key in skipped:
@@ -150,6 +159,12 @@ def save(estimator, path) -> None:
         if isinstance(value, dict):
             for k, v in value.items():
                 arrays[f"{key}/{k}"] = np.asarray(v)
+        elif _is_sparse(value):
+            csr = value.tocsr(copy=True)
+            csr.sum_duplicates()  # canonical: sorted indices, one entry per position
+            for part in _CSR_PARTS:
+                arrays[f"{key}/{part}"] = np.asarray(getattr(csr, part))
+            sparse_shapes[key] = [int(s) for s in csr.shape]
         elif isinstance(value, np.ndarray) and value.dtype == object:
             lists[key] = [str(v) for v in value]
         elif isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.ndim == 1:
@@ -175,6 +190,8 @@ def save(estimator, path) -> None:
     }
     if unicode:
         meta["unicode_arrays"] = unicode
+    if sparse_shapes:
+        meta["sparse_arrays"] = sparse_shapes
     try:
         meta["sha256"] = _digest(meta, arrays)
         blob = np.frombuffer(json.dumps(meta, allow_nan=False).encode(), dtype=np.uint8)
@@ -301,6 +318,17 @@ def _check_meta(meta) -> None:
         and set(unicode) <= set(meta["string_arrays"])
     ):
         raise _Corrupt("metadata 'unicode_arrays' does not name string attributes")
+    shapes = meta.get("sparse_arrays", {})
+    if not (
+        isinstance(shapes, dict)
+        and all(
+            isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in v)
+            for v in shapes.values()
+        )
+    ):
+        raise _Corrupt("metadata 'sparse_arrays' does not map names to (rows, cols)")
 
 
 def _reject_constant(token):
@@ -362,7 +390,8 @@ def _load(path):
     cls = _registry().get(meta["class"])
     if cls is None:
         raise _Corrupt(f"unknown estimator class {meta['class']!r}")
-    allowed = set(cls().get_params(deep=False))
+    defaults = cls().get_params(deep=False)
+    allowed = set(defaults)
     settings, unsaved = meta["settings"], meta["unsaved_settings"]
     unknown = sorted((set(settings) | set(map(str, unsaved))) - allowed)
     if unknown:
@@ -375,6 +404,11 @@ def _load(path):
             raise _Corrupt(f"setting {key!r} is not a scalar or a list of scalars")
     if settings.get("dtype", "float64") not in ("float64", "float32"):
         raise _Corrupt(f"unknown dtype setting {settings['dtype']!r}")
+    # JSON has no tuples: a setting whose default is one (hidden_layer_sizes) is one
+    settings = {
+        k: tuple(v) if isinstance(v, list) and isinstance(defaults[k], tuple) else v
+        for k, v in settings.items()
+    }
     arrays, dicts = {}, {}
     for name, value in contents.items():
         attr, _, site = name.partition("/")
@@ -384,7 +418,11 @@ def _load(path):
             dicts.setdefault(attr, {})[site] = value
         else:
             arrays[name] = value
-    names = [*meta["scalars"], *meta["string_arrays"], *arrays, *dicts]
+    sparse_matrices = {
+        key: _sparse_matrix(key, dicts.pop(key, {}), shape)
+        for key, shape in meta.get("sparse_arrays", {}).items()
+    }
+    names = [*meta["scalars"], *meta["string_arrays"], *arrays, *dicts, *sparse_matrices]
     if len(names) != len(set(names)):
         raise _Corrupt("a fitted attribute appears twice")
     for name in names:
@@ -404,6 +442,8 @@ def _load(path):
         setattr(estimator, key, value)
     for key, value in dicts.items():
         setattr(estimator, key, value)
+    for key, value in sparse_matrices.items():
+        setattr(estimator, key, value)
     try:
         _check_fitted_values(estimator, meta["class"], names)
     except _Corrupt:
@@ -411,6 +451,31 @@ def _load(path):
     except (ValueError, TypeError, AttributeError, KeyError) as err:
         raise _Corrupt(f"invalid fitted values ({err})") from err
     return estimator
+
+
+def _sparse_matrix(name, parts, shape):
+    """The CSR matrix of a saved sparse attribute, its arrays checked as SciPy would
+    need them (SciPy itself does not check indices unless asked)."""
+    if set(parts) != set(_CSR_PARTS):
+        raise _Corrupt(f"sparse attribute {name} needs arrays {list(_CSR_PARTS)}")
+    data, indices, indptr = (parts[p] for p in _CSR_PARTS)
+    rows, cols = shape
+    if data.dtype.kind != "f" or indices.dtype.kind != "i" or indptr.dtype.kind != "i":
+        raise _Corrupt(f"sparse attribute {name} has arrays of the wrong dtypes")
+    if not (data.ndim == indices.ndim == indptr.ndim == 1) or indptr.shape != (rows + 1,):
+        raise _Corrupt(f"sparse attribute {name} has arrays of the wrong shapes")
+    if not (
+        indptr[0] == 0
+        and np.all(np.diff(indptr) >= 0)
+        and indptr[-1] == data.size == indices.size
+        and np.all((indices >= 0) & (indices < cols))
+    ):
+        raise _Corrupt(f"sparse attribute {name} has inconsistent indices")
+    if not np.all(np.isfinite(data)):
+        raise _Corrupt(f"fitted attribute {name} is not finite")
+    from scipy import sparse
+
+    return sparse.csr_matrix((data, indices, indptr), shape=(rows, cols))
 
 
 # -- checks on restored fitted values --------------------------------------------------

@@ -159,12 +159,14 @@ def scale_data(data: GaussianData, scale) -> GaussianData:
         sum_x=data.complete.sum_x / scale,
         sum_xx=data.complete.sum_xx / (scale[:, None] * scale[None, :]),
     )
-    return data._replace(complete=complete, X=data.X / scale)
+    rows = None if data.rows is None else data.rows.scaled(scale)  # out of core
+    return data._replace(complete=complete, X=data.X / scale, rows=rows)
 
 
 def observed_counts(data: GaussianData):
     """Number of observed entries of each feature, (d,)."""
-    return data.complete.n + data.mask.sum(axis=(0, 1))
+    out_of_core = 0.0 if data.rows is None else data.rows.count
+    return data.complete.n + data.mask.sum(axis=(0, 1)) + out_of_core
 
 
 def n_parameters(n_features: int, n_components: int) -> int:

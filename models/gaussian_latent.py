@@ -62,6 +62,35 @@ class GaussianData(NamedTuple):
     complete: CompleteSummary
     X: jax.Array  # (n_chunks, chunk, d)
     mask: jax.Array  # (n_chunks, chunk, d)
+    # rows with missing entries kept outside the program (out of core, Dask): their
+    # statistics come from the host each E-step (latentlab.inference.chunked)
+    rows: OutOfCoreRows | None = None
+
+
+class OutOfCoreRows(NamedTuple):
+    """Handle of the rows with missing entries that stay in their source.
+
+    The host reads them in chunks, takes ``(x - shift) / scale`` on the observed
+    entries (``shift`` lives with the source), and adds :func:`_chunk_stats` over
+    them.  ``start_sum_x``/``start_sum_xx`` are their sums with every missing entry
+    at its column's observed mean (for :func:`mean_imputed_pca`), ``count`` their
+    observed entries per feature.
+    """
+
+    token: jax.Array  # int32 scalar (latentlab.inference.chunked.register)
+    n_rows: jax.Array  # int scalar: how many rows (sizes the padding of W's columns)
+    scale: jax.Array  # (d,)
+    count: jax.Array  # (d,)
+    start_sum_x: jax.Array  # (d,)
+    start_sum_xx: jax.Array  # (d, d)
+
+    def scaled(self, scale):
+        """The handle for the data divided column-wise by ``scale`` (d,)."""
+        return self._replace(
+            scale=self.scale * scale,
+            start_sum_x=self.start_sum_x / scale,
+            start_sum_xx=self.start_sum_xx / (scale[:, None] * scale[None, :]),
+        )
 
 
 class RegressionStats(NamedTuple):
@@ -178,6 +207,12 @@ def _chunk_stats(W, mu, noise_precision, X, mask):
 def expected_stats(W, mu, noise_precision, data: GaussianData):
     """E-step: regression statistics and the observed-data log-likelihood (a scalar)."""
     stats, loglik = _complete_stats(W, mu, noise_precision, data.complete)
+    if data.rows is not None:  # rows outside the program: summed on the host
+        from latentlab.inference.chunked import host_sum
+
+        arrays = (W, mu, noise_precision, data.rows.scale)
+        more, more_ll = host_sum("gaussian_rows", data.rows.token, arrays, (stats, loglik))
+        stats, loglik = _tree_add(stats, more), loglik + more_ll
     if data.X.shape[0] == 0:  # complete data: no per-row machinery to trace or run
         return stats, loglik
 
@@ -272,6 +307,8 @@ def mean_imputed_pca(data: GaussianData, n, n_columns: int, n_components=None) -
     X = data.X.reshape(-1, d)
     sum_x = data.complete.sum_x + jnp.sum(X, axis=0)
     sum_xx = data.complete.sum_xx + X.T @ X
+    if data.rows is not None:
+        sum_x, sum_xx = sum_x + data.rows.start_sum_x, sum_xx + data.rows.start_sum_xx
     return pca_solution(n, sum_x, sum_xx, n_columns, n_components)
 
 

@@ -128,6 +128,9 @@ class GMMData(NamedTuple):
     row_mask: jax.Array  # (n_chunks, chunk) 1 for a real row, 0 for padding
     X_missing: jax.Array  # (m_chunks, m_chunk, d) rows with NaN, zeros where missing
     observed: jax.Array  # (m_chunks, m_chunk, d) 1 where observed, 0 missing or padding
+    # int32 token of rows kept outside the program (out of core, Dask), whose
+    # statistics the host adds each E-step (latentlab.inference.chunked.host_sum)
+    rows: jax.Array | None = None
 
 
 class MixtureStats(NamedTuple):
@@ -302,6 +305,12 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
     if data.X_missing.shape[0]:
         incomplete = partial(_missing_chunk, covariance_type=covariance_type)
         more, more_ll = _sum_over_chunks(incomplete, params, (data.X_missing, data.observed))
+        stats = jax.tree.map(jnp.add, stats, more)
+        loglik = loglik + more_ll
+    if data.rows is not None:
+        from latentlab.inference.chunked import host_sum
+
+        more, more_ll = host_sum("gmm_rows", data.rows, tuple(params), (stats, loglik))
         stats = jax.tree.map(jnp.add, stats, more)
         loglik = loglik + more_ll
     return stats, loglik

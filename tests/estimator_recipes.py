@@ -74,6 +74,18 @@ RECIPES = {
     "SpectralClustering": (dict(n_clusters=2, gamma=0.05, random_state=0), (X,), {}),
     "KMeans": (dict(n_clusters=3, n_init=2, random_state=0), (X,), {}),
     "AgglomerativeClustering": (dict(n_clusters=3, linkage="average"), (X,), {}),
+    "Autoencoder": (
+        dict(n_components=2, hidden_layer_sizes=(3,), max_iter=20, random_state=0),
+        (X,),
+        {},
+    ),
+    "VariationalAutoencoder": (
+        dict(n_components=2, svi_steps=50, elbo_particles=5, random_state=0),
+        (X,),
+        {},
+    ),
+    "NMF": (dict(n_components=2, random_state=0), (COUNTS,), {"transform": (COUNTS,)}),
+    "FastICA": (dict(n_components=3, random_state=0), (X,), {}),
 }
 
 

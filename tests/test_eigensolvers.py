@@ -5,11 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import sparse
 
 from latentlab.closed_form.eigensolvers import (
     eigen_settings,
     partial_eigh,
     solve_with_fallback,
+    sparse_partial_eigh,
 )
 
 RNG = np.random.default_rng(0)
@@ -102,7 +104,14 @@ def test_settings_choose_dense_for_small_and_lanczos_for_large_problems():
     # a Krylov basis that cannot hold the wanted pairs: dense even when asked
     assert eigen_settings(40, 30, "lanczos")[0] == "dense"
     with pytest.raises(ValueError, match="eigen_solver"):
-        eigen_settings(100, 2, "arpack")
+        eigen_settings(100, 2, "amg")
+    # sparse inputs: ARPACK above 200 samples; without a sparse matrix "arpack" names
+    # the iterative solver, Lanczos
+    assert eigen_settings(201, 3, sparse=True) == ("arpack", {})
+    assert eigen_settings(200, 3, sparse=True)[0] == "dense"
+    assert eigen_settings(100, 3, "arpack", sparse=True)[0] == "arpack"
+    assert eigen_settings(7, 3, "arpack", sparse=True)[0] == "dense"  # no room for a basis
+    assert eigen_settings(3000, 3, "arpack")[0] == "lanczos"
 
 
 def test_unconverged_lanczos_falls_back_to_dense():
@@ -152,3 +161,54 @@ def test_shift_invert_finds_clustered_bottom_pairs_with_deflation():
     got = np.asarray(result.eigenvectors)
     np.testing.assert_allclose(got * np.sign(np.sum(got * v[:, 1:4], axis=0)), v[:, 1:4], atol=1e-7)
     assert bool(result.converged)
+
+
+def _sparse_laplacian(n, extra_edges, seed):
+    """A connected sparse graph Laplacian (a ring plus random chords): PSD, null vector
+    the constant, and bottom eigenvalues that crowd near 0 (~1e-3 apart)."""
+    rng = np.random.default_rng(seed)
+    rows = np.r_[np.arange(n), rng.integers(0, n, extra_edges)]
+    cols = np.r_[(np.arange(n) + 1) % n, rng.integers(0, n, extra_edges)]
+    A = sparse.coo_matrix((np.ones(rows.size), (rows, cols)), (n, n)).tocsr()
+    A = A + A.T
+    A.setdiag(0.0)
+    A.eliminate_zeros()
+    return sparse.diags(np.asarray(A.sum(axis=1)).ravel()) - A
+
+
+LAPLACIAN = _sparse_laplacian(N, 12, 0)
+LW, LV = np.linalg.eigh(LAPLACIAN.toarray())
+
+
+def _assert_numpy_pairs(result, values, vectors, atol):
+    np.testing.assert_allclose(result.eigenvalues, values, rtol=0, atol=atol)
+    got = result.eigenvectors
+    np.testing.assert_allclose(got * np.sign(np.sum(got * vectors, axis=0)), vectors, atol=1e-8)
+    # the largest-magnitude entry of every eigenvector is positive
+    assert np.all(got[np.argmax(np.abs(got), axis=0), np.arange(got.shape[1])] > 0)
+    assert bool(result.converged)
+
+
+def test_sparse_shift_invert_matches_dense_eigh_with_and_without_deflation():
+    assert np.all(np.diff(LW[:6]) > 1e-4)  # distinct, so the eigenvectors are defined
+    # the null vector found (default shift below the spectrum) ...
+    found = sparse_partial_eigh(LAPLACIAN, 4, which="bottom", seed=1)
+    _assert_numpy_pairs(found, LW[:4], LV[:, :4], 1e-12)
+    # ... or deflated and skipped, as LLE and the spectral embedding do
+    constant = np.full((N, 1), 1.0 / np.sqrt(N))
+    skipped = sparse_partial_eigh(LAPLACIAN, 3, which="bottom", shift=-1e-9, deflate=constant)
+    _assert_numpy_pairs(skipped, LW[1:4], LV[:, 1:4], 1e-12)
+
+
+def test_sparse_top_end_matches_dense_eigh():
+    top = sparse_partial_eigh(LAPLACIAN, 3, which="top", seed=2)
+    _assert_numpy_pairs(top, LW[::-1][:3], LV[:, ::-1][:, :3], 1e-10)
+
+
+def test_sparse_solver_reports_no_convergence_and_refuses_bad_sizes():
+    stopped = sparse_partial_eigh(LAPLACIAN, 3, which="top", tol=0.0, maxiter=1)
+    assert not bool(stopped.converged) and np.isnan(stopped.eigenvalues).all()
+    with pytest.raises(ValueError, match="n_components"):
+        sparse_partial_eigh(LAPLACIAN, N - 1)
+    with pytest.raises(ValueError, match="which"):
+        sparse_partial_eigh(LAPLACIAN, 2, which="middle")

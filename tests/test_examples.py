@@ -40,8 +40,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 # one kernel per group, the groups in parallel; about equal work each
 GROUPS = (
-    ("choosing_k", "ppca_vs_fa", "manifolds"),
-    ("plsa_topics", "embedding_uncertainty", "supervised_alpha"),
+    ("choosing_k", "ppca_vs_fa", "manifolds", "ica_sources"),
+    ("plsa_topics", "embedding_uncertainty", "supervised_alpha", "autoencoder_vs_pca"),
 )
 CELL_TIMEOUT_S = 300
 RESET = 'import matplotlib.pyplot as _plt\n_plt.close("all")\n%reset -f'
@@ -193,6 +193,30 @@ def check_manifolds(s):
     assert s["pca_vs_mds_max_abs_difference"] < 1e-8
 
 
+def check_ica_sources(s):
+    # FastICA finds each planted signal once (sign and order aside); PCA's uncorrelated
+    # components remain mixtures of them
+    assert s["ica_matched_sources"] == [0, 1, 2]
+    assert min(s["ica_abs_corr"]) > 0.99, s["ica_abs_corr"]
+    assert min(s["pca_abs_corr"]) < 0.9, s["pca_abs_corr"]
+    assert s["mixing_max_rel_error"] < 0.1  # mixing_ estimates the planted mixing matrix
+    assert s["reconstruction_max_abs_error"] < 1e-9
+    assert s["sklearn_max_abs_difference"] < 1e-8  # scikit-learn's, from the same start
+
+
+def check_autoencoder_vs_pca(s):
+    # PCA is the optimal linear reconstruction: the linear autoencoder reaches its
+    # training error and cannot beat it
+    for pca, linear in zip(s["pca_train_error"], s["linear_ae_train_error"], strict=True):
+        assert pca * (1 - 1e-9) <= linear <= 1.01 * pca
+    # a non-linear code of the smallest size reconstructs held-out digits better
+    assert s["nonlinear_ae_test_error"][0] < 0.97 * s["pca_test_error"][0]
+    # the linear-decoder VAE's ELBO is a lower bound on PPCA's exact log-likelihood
+    # and approaches it (0.2% below with the full run, 2.6% with the small one)
+    assert s["vae_elbo"] <= s["ppca_loglik"] + 3 * s["vae_elbo_se"]
+    assert s["ppca_loglik"] - s["vae_elbo"] < 0.05 * abs(s["ppca_loglik"])
+
+
 CHECKS = {
     "choosing_k": check_choosing_k,
     "ppca_vs_fa": check_ppca_vs_fa,
@@ -200,6 +224,8 @@ CHECKS = {
     "supervised_alpha": check_supervised_alpha,
     "plsa_topics": check_plsa_topics,
     "manifolds": check_manifolds,
+    "ica_sources": check_ica_sources,
+    "autoencoder_vs_pca": check_autoencoder_vs_pca,
 }
 
 

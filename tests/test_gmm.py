@@ -211,7 +211,7 @@ def fit_with_and_without_padding(monkeypatch, X, **kwargs):
     program = module._fit_em_program
 
     def spy(*args, **kw):
-        ran_with.append(args[2].shape[-1])  # responsibilities: (n_init, rows, components)
+        ran_with.append(args[3].shape[-1])  # active: (components,), padding included
         return program(*args, **kw)
 
     monkeypatch.setattr(module, "_fit_em_program", spy)

@@ -60,8 +60,10 @@ def test_restarts_keep_the_lowest_inertia_and_find_planted_blobs():
 
 
 @functools.partial(jax.jit, static_argnames=("k", "trials"))
-def _plusplus_draws(X, keys, k, trials):
-    return jax.vmap(lambda key: kmeans_plusplus(X, key, k, trials))(keys)
+def _plusplus_draws(X, keys, k, trials, sample_weight=None):
+    return jax.vmap(lambda key: kmeans_plusplus(X, key, k, trials, sample_weight=sample_weight))(
+        keys
+    )
 
 
 def test_plusplus_first_seed_uniform_then_squared_distance_weighted():
@@ -89,6 +91,32 @@ def test_plusplus_first_seed_uniform_then_squared_distance_weighted():
     wrong |= {(3, 0): 1 / 3 * 3 / 5, (3, 1): 1 / 3 * 2 / 5}
     wrong_expected = n_draws * np.array([wrong[p] for p in exact])
     assert stats.chisquare(observed, wrong_expected).pvalue < 1e-6
+
+
+def test_weighted_plusplus_draws_with_weight_times_squared_distance():
+    # scikit-learn's sample_weight: the first seed with probability w / sum w, the next
+    # with w D^2 / sum w D^2; the zero-weight row (7) is never drawn
+    X = np.array([[0.0], [1.0], [3.0], [7.0]])
+    w = np.array([2.0, 1.0, 1.0, 0.0])
+    exact = {
+        (0, 1): 2 / 4 * 1 / 10,
+        (0, 3): 2 / 4 * 9 / 10,
+        (1, 0): 1 / 4 * 2 / 6,
+        (1, 3): 1 / 4 * 4 / 6,
+        (3, 0): 1 / 4 * 18 / 22,
+        (3, 1): 1 / 4 * 4 / 22,
+    }
+    n_draws = 6000
+    with jax.enable_x64(True):
+        keys = jax.random.split(jax.random.PRNGKey(2), n_draws)
+        seeds = np.asarray(_plusplus_draws(jnp.asarray(X), keys, 2, 1, jnp.asarray(w)))[:, :, 0]
+    observed = [np.sum((seeds[:, 0] == a) & (seeds[:, 1] == b)) for a, b in exact]
+    assert sum(observed) == n_draws
+    assert stats.chisquare(observed, n_draws * np.array(list(exact.values()))).pvalue > 1e-3
+    # unit weights on rows 0, 1, 3 (the weights ignored) give a rejected distribution
+    unweighted = np.array([1 / 30, 9 / 30, 1 / 15, 4 / 15, 9 / 39, 4 / 39])
+    unweighted = unweighted / unweighted.sum()  # row 7 left out
+    assert stats.chisquare(observed, n_draws * unweighted).pvalue < 1e-6
 
 
 def test_plusplus_covers_tight_clusters_far_more_often_than_random_seeds():

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import sparse
 from scipy.stats import chi2
 from sklearn.metrics import pairwise_distances
 from sklearn.random_projection import johnson_lindenstrauss_min_dim as sk_jl_min_dim
@@ -61,7 +62,9 @@ def test_sparse_entries_take_three_values_with_the_right_frequencies():
     density = 1 / np.sqrt(d)
     assert rp.density_ == density
     value = np.sqrt(1 / (density * k))
-    R = rp.components_
+    assert sparse.isspmatrix_csr(rp.components_) and rp.components_.has_canonical_format
+    assert np.all(rp.components_.data != 0)  # only the non-zeros are stored
+    R = rp.components_.toarray()
     values = np.unique(R)
     np.testing.assert_allclose(values, [-value, 0.0, value], rtol=1e-14)
     observed = np.array([(R < 0).sum(), (R == 0).sum(), (R > 0).sum()])
@@ -88,15 +91,27 @@ def test_transform_is_the_product_with_components(density):
     X = np.random.default_rng(1).normal(size=(30, 300))
     rp = latentlab.SparseRandomProjection(n_components=20, density=density, random_state=0)
     Z = rp.fit_transform(X)
-    np.testing.assert_allclose(Z, X @ rp.components_.T, atol=1e-12)
+    np.testing.assert_allclose(Z, X @ rp.components_.toarray().T, atol=1e-12)
     assert Z.flags.writeable and Z.flags.owndata
+    # sparse X: a sparse projection, or a dense one with dense_output
+    Xs = sparse.csr_matrix(np.where(np.abs(X) > 1.0, X, 0.0))
+    expected = Xs.toarray() @ rp.components_.toarray().T
+    out = rp.transform(Xs)
+    assert sparse.issparse(out)
+    np.testing.assert_allclose(out.toarray(), expected, atol=1e-12)
+    dense = rp.set_params(dense_output=True).transform(Xs)
+    assert isinstance(dense, np.ndarray)
+    np.testing.assert_allclose(dense, expected, atol=1e-12)
+    # fitting on sparse X draws the same matrix as on dense X of the same shape
+    refit = latentlab.SparseRandomProjection(n_components=20, density=density, random_state=0)
+    assert (refit.fit(Xs).components_ != rp.components_).nnz == 0
 
 
 def test_same_seed_same_matrix():
     X = np.zeros((4, 50))
     a = latentlab.SparseRandomProjection(n_components=10, random_state=3).fit(X)
     b = latentlab.SparseRandomProjection(n_components=10, random_state=3).fit(X)
-    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.components_.toarray(), b.components_.toarray())
 
 
 def test_inverse_transform_is_the_least_squares_preimage():

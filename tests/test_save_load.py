@@ -269,3 +269,25 @@ def test_string_class_labels_round_trip_with_their_dtype(tmp_path):
     meta["unicode_arrays"] = ["not_an_attribute_"]
     _rewrite(tmp_path / "lda.npz", meta, arrays)
     assert "unicode_arrays" in _refused(tmp_path / "lda.npz")
+
+
+def test_sparse_fitted_matrix_round_trips_and_bad_indices_are_refused(tmp_path):
+    """SparseRandomProjection's components_ is a SciPy CSR matrix: saved as its three
+    arrays and rebuilt, checked, on load."""
+    from scipy import sparse
+
+    est = latentlab.SparseRandomProjection(n_components=3, density=0.5, random_state=0)
+    est.fit(X)
+    path = tmp_path / "srp.npz"
+    est.save(path)
+    loaded = latentlab.load(path)
+    assert sparse.isspmatrix_csr(loaded.components_)
+    np.testing.assert_array_equal(loaded.components_.toarray(), est.components_.toarray())
+    meta, arrays = _contents(path)
+    assert meta["sparse_arrays"] == {"components_": [3, X.shape[1]]}
+    arrays["components_/indices"] = arrays["components_/indices"] + X.shape[1]
+    _rewrite(path, meta, arrays)
+    assert "inconsistent indices" in _refused(path)
+    del arrays["components_/indptr"]
+    _rewrite(path, meta, arrays)
+    assert "needs arrays" in _refused(path)

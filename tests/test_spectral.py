@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import sparse
 from sklearn import cluster, manifold
 from sklearn.datasets import make_blobs, make_s_curve
 from sklearn.metrics import adjusted_rand_score
@@ -34,17 +35,27 @@ def test_embedding_matches_sklearn(params):
         align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6 * scale
     )
     if params["affinity"] == "nearest_neighbors":
-        np.testing.assert_array_equal(ours.affinity_matrix_, ref.affinity_matrix_.toarray())
+        assert sparse.issparse(ours.affinity_matrix_)
+        np.testing.assert_array_equal(
+            ours.affinity_matrix_.toarray(), ref.affinity_matrix_.toarray()
+        )
 
 
-def test_shift_invert_solver_for_knn_affinity_matches_sklearn():
-    ours = latentlab.SpectralEmbedding(n_neighbors=10, eigen_solver="lanczos").fit(X)
+@pytest.mark.parametrize(("solver", "used"), [("lanczos", "shift_invert"), ("arpack", "arpack")])
+def test_shift_invert_solvers_for_knn_affinity_match_sklearn(solver, used):
+    ours = latentlab.SpectralEmbedding(n_neighbors=10, eigen_solver=solver).fit(X)
     ref = manifold.SpectralEmbedding(n_neighbors=10, random_state=0).fit(X)
-    assert ours.solver_ == "shift_invert"
+    assert ours.solver_ == used
     scale = np.abs(ref.embedding_).max()
     np.testing.assert_allclose(
         align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6 * scale
     )
+    # the eigenvalues of the normalized Laplacian, as dense eigh of it gives them
+    A = ours.affinity_matrix_.toarray()
+    np.fill_diagonal(A, 0.0)
+    scaled = A / np.sqrt(np.outer(A.sum(axis=1), A.sum(axis=1)))
+    expected = np.linalg.eigvalsh(np.eye(len(X)) - scaled)[1:3]
+    np.testing.assert_allclose(ours.eigenvalues_, expected, rtol=1e-8)
 
 
 def test_precomputed_affinity_and_lanczos_solver_match_sklearn():

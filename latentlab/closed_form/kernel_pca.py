@@ -16,13 +16,14 @@ import jax
 import jax.numpy as jnp
 
 from latentlab.closed_form._linalg import eigh_descending, flip_signs_by_largest, solve_psd
+from latentlab.closed_form.eigensolvers import partial_eigh
 from latentlab.closed_form.kernels import (
     KernelParams,
     center_kernel,
     center_test_kernel,
     kernel_matrix,
 )
-from latentlab.closed_form.pca import block_lanczos_eigh, randomized_range_finder
+from latentlab.closed_form.pca import randomized_range_finder
 from latentlab.inference.programs import program
 
 __all__ = [
@@ -83,44 +84,40 @@ def kernel_eigh(
     max_products: int = 0,
     tol=0.0,
 ):
-    """Eigenpairs of a symmetric matrix, largest first, unit eigenvectors as columns,
-    and whether they are converged.  ``Kc`` is an array or, for ``"lanczos"``, also a
-    :class:`CenteredKernel`.
+    """Eigenpairs of a symmetric matrix, largest first, unit eigenvectors as columns
+    (largest-magnitude entry positive), and whether they are converged.  ``Kc`` is an
+    array or, for ``"lanczos"``, also a :class:`CenteredKernel`.
 
-    ``"dense"``: full eigh, all n pairs (``n_components`` is ignored, so one compiled
-    program serves every ``n_components``).  ``"lanczos"``: the top ``n_components`` by
-    :func:`~latentlab.closed_form.pca.block_lanczos_eigh` (``block_size``,
-    ``max_blocks``, ``max_products``, residual ``tol``); not converged means the caller
-    should fall back to ``"dense"``.  ``"randomized"``: the top ``n_components`` by the
-    HMT range finder on Kc and the Rayleigh-Ritz step ``eigh(Q^T Kc Q)`` (Halko,
-    Martinsson & Tropp 2011, Alg. 5.3).
+    ``"dense"`` and ``"lanczos"`` are the shared
+    :func:`~latentlab.closed_form.eigensolvers.partial_eigh`: ``"dense"`` returns all n
+    pairs (``n_components`` is ignored, so one compiled program serves every
+    ``n_components``); ``"lanczos"`` the top ``n_components`` by block Lanczos
+    (``block_size``, ``max_blocks``, ``max_products``, residual ``tol``; not converged
+    means the caller should fall back to ``"dense"``).  ``"randomized"``: the top
+    ``n_components`` by the HMT range finder on Kc and the Rayleigh-Ritz step
+    ``eigh(Q^T Kc Q)`` (Halko, Martinsson & Tropp 2011, Alg. 5.3).
     """
     n = Kc.shape[0]
-    converged = jnp.asarray(True)
-    dtype = Kc.dtype
-    if solver == "dense":
-        eigenvalues, V = eigh_descending(Kc)
-    elif solver == "lanczos":
-        top = block_lanczos_eigh(
-            Kc.matmat if isinstance(Kc, CenteredKernel) else (lambda M: Kc @ M),
-            n,
+    if solver in ("dense", "lanczos"):
+        eig = partial_eigh(
+            Kc,
             key,
-            n_components=n_components,
+            n_components=n if solver == "dense" else n_components,
+            which="top",
+            solver=solver,
             block_size=block_size,
             max_blocks=max_blocks,
             max_products=max_products,
             tol=tol,
-            dtype=dtype,
         )
-        eigenvalues, V, converged = top.eigenvalues, top.eigenvectors, top.converged
-    else:
-        size = min(n_components + n_oversamples, n)
-        Q = randomized_range_finder(
-            lambda M: Kc @ M, lambda M: Kc @ M, key, n, n, size, n_iter, Kc.dtype
-        )
-        eigenvalues, S = eigh_descending(Q.T @ Kc @ Q)
-        eigenvalues, V = eigenvalues[:n_components], (Q @ S)[:, :n_components]
-    return eigenvalues, flip_signs_by_largest(V, axis=0)[0], converged
+        return eig.eigenvalues, eig.eigenvectors, eig.converged
+    size = min(n_components + n_oversamples, n)
+    Q = randomized_range_finder(
+        lambda M: Kc @ M, lambda M: Kc @ M, key, n, n, size, n_iter, Kc.dtype
+    )
+    eigenvalues, S = eigh_descending(Q.T @ Kc @ Q)
+    eigenvalues, V = eigenvalues[:n_components], (Q @ S)[:, :n_components]
+    return eigenvalues, flip_signs_by_largest(V, axis=0)[0], jnp.asarray(True)
 
 
 @program(

@@ -1,12 +1,18 @@
 """k-means: greedy k-means++ seeding and Lloyd's iterations in one jit-compiled loop.
 
-Written once for spectral clustering, a later ``KMeans`` estimator and mixture
-initialisation.  Conventions follow scikit-learn's ``KMeans`` so results can be
+Written once for ``KMeans``, spectral clustering and the k-means starts of
+``GaussianMixture``.  Conventions follow scikit-learn's ``KMeans`` so results can be
 compared: greedy k-means++ (Arthur & Vassilvitskii 2007) with ``2 + log(k)`` candidate
 centres per step; Lloyd stops when the labels no longer change or the squared centre
 shift is at most ``tol`` times the mean feature variance, and a final assignment step
 makes the labels those of the returned centres.  An empty cluster keeps its previous
 centre (scikit-learn moves it to a far point; neither happens on well-separated data).
+
+Two generalisations serve the mixture starts, whose data are padded to a bucket of rows
+and components so one compiled program fits many shapes: row weights
+(``sample_weight``, as scikit-learn's; padding rows have weight 0 and change nothing)
+and an ``active`` mask of centres (a prefix; the others are padding, never seeded nor
+assigned), so that a padded run gives the unpadded run's result for the same draws.
 """
 
 from __future__ import annotations
@@ -22,17 +28,25 @@ from latentlab.inference.programs import program
 __all__ = [
     "KMeansResult",
     "kmeans_plusplus",
+    "kmeans_plusplus_indices",
+    "local_trials",
+    "plusplus_uniforms_size",
     "random_seeds",
     "lloyd",
+    "best_of_runs",
     "kmeans",
     "squared_distances",
 ]
 
 
+# Lloyd prunes with bounds (see :func:`lloyd`) from this many rows on
+PRUNE_MIN_ROWS = 4096
+
+
 class KMeansResult(NamedTuple):
     centers: jax.Array  # (k, d)
     labels: jax.Array  # (n,) int32, the nearest centre of every row
-    inertia: jax.Array  # () sum of squared distances to the assigned centres
+    inertia: jax.Array  # () sum of (weighted) squared distances to the assigned centres
     n_iter: jax.Array  # () Lloyd iterations run
 
 
@@ -45,76 +59,325 @@ def _squared_distances(X, centers):
     return jnp.maximum(d2, 0.0)
 
 
-def kmeans_plusplus(X, key, n_clusters: int, n_local_trials: int | None = None):
-    """Greedy k-means++ seeds (k, d): the first uniformly at random, each next one the
-    best (lowest potential) of ``n_local_trials`` candidates drawn with probability
-    proportional to the squared distance to the nearest seed so far."""
-    n, d = X.shape
-    trials = n_local_trials or 2 + int(math.log(n_clusters))
-    key, first_key = jax.random.split(key)
-    first = jax.random.randint(first_key, (), 0, n)
-    centers = jnp.zeros((n_clusters, d), X.dtype).at[0].set(X[first])
-    closest = _squared_distances(X, X[first][None, :])[:, 0]
+def _weights(X, sample_weight):
+    if sample_weight is None:
+        return jnp.ones((X.shape[0],), X.dtype)
+    return jnp.asarray(sample_weight, X.dtype)
+
+
+def _draw(uniforms, weights):
+    """Row indices, one per value of ``uniforms`` in [0, 1), drawn with probability
+    proportional to ``weights`` (>= 0) by inverting their cumulative sum, as
+    scikit-learn does: one O(n) pass, where a categorical draw would make n random
+    numbers per index (most of the seeding's time at 100k rows).  A row of weight 0 is
+    never drawn: its cumulative sum equals the previous row's, which is found first."""
+    cumulative = jnp.cumsum(weights)
+    u = uniforms * cumulative[-1]
+    # searchsorted (side="right") as one comparison pass: no loop to compile, and
+    # O(n x len(uniforms)) is a few k-means++ candidates
+    index = jnp.sum(cumulative <= jnp.expand_dims(u, -1), axis=-1)
+    # u rounded up to the total: the last row that can be drawn
+    last = weights.shape[0] - 1 - jnp.argmax(weights[::-1] > 0)
+    return jnp.minimum(index, last).astype(jnp.int32)
+
+
+def local_trials(n_clusters: int) -> int:
+    """k-means++ candidates per seed by default: ``2 + log(k)``, scikit-learn's."""
+    return 2 + int(math.log(n_clusters))
+
+
+def plusplus_uniforms_size(n_clusters: int, n_local_trials: int | None = None) -> int:
+    """How many uniforms one k-means++ seeding uses: 1 + (k - 1) x trials."""
+    return 1 + (n_clusters - 1) * (n_local_trials or local_trials(n_clusters))
+
+
+def kmeans_plusplus_indices(
+    X,
+    key,
+    n_clusters: int,
+    n_local_trials: int | None = None,
+    *,
+    sample_weight=None,
+    active=None,
+    uniforms=None,
+):
+    """Row indices (k,) of greedy k-means++ seeds: the first drawn with probability
+    proportional to the row weight, each next one the best (lowest weighted potential)
+    of ``n_local_trials`` candidates drawn with probability proportional to weight x
+    squared distance to the nearest seed so far.  A zero-weight row is never drawn.
+
+    The draws are ``uniforms`` (:func:`plusplus_uniforms_size` values in [0, 1)) or,
+    if None, uniforms from ``key``.  They are used in scikit-learn's order (the first
+    seed, then each next seed's candidates), so a NumPy ``RandomState``'s
+    ``random_sample`` values passed here give scikit-learn's seeds for that random
+    state.  With ``active`` (k,), a prefix of True, only that many seeds are drawn (the
+    rest are index 0); with the same uniforms and ``n_local_trials`` they are the
+    unpadded call's."""
+    n_active = n_clusters if active is None else jnp.sum(active)
+    trials = n_local_trials or local_trials(n_clusters)
+    size = plusplus_uniforms_size(n_clusters, trials)
+    if uniforms is None:
+        uniforms = jax.random.uniform(key, (size,), X.dtype)
+    uniforms = jnp.asarray(uniforms, X.dtype)
+    w = _weights(X, sample_weight)
+    if sample_weight is None:
+        # _draw's result for unit weights (the same row as with zero-weight padding
+        # rows appended), without constant (n,) weights for XLA to fold at compile time
+        first = jnp.minimum(jnp.floor(uniforms[0] * X.shape[0]).astype(jnp.int32), X.shape[0] - 1)
+    else:
+        first = _draw(uniforms[0], w)
+    steps = uniforms[1:size].reshape(n_clusters - 1, trials)
+    indices = jnp.zeros((n_clusters,), jnp.int32).at[0].set(first)
+    x_norms = jnp.sum(X * X, axis=1)  # once, not per step
+
+    def distances(rows):  # squared distances (n, len(rows)) to the rows X[rows]
+        d2 = x_norms[:, None] - 2.0 * (X @ X[rows].T) + x_norms[rows][None, :]
+        return jnp.maximum(d2, 0.0)
+
+    if n_clusters == 1:  # no steps (and nothing to index in them)
+        return indices
+    closest = distances(first[None])[:, 0]
 
     def add_center(c, state):
-        centers, closest, key = state
-        key, draw = jax.random.split(key)
-        logits = jnp.log(jnp.maximum(closest, 0.0))  # zero distance: never drawn (-inf)
-        candidates = jax.random.categorical(draw, logits, shape=(trials,))
-        d2 = _squared_distances(X, X[candidates])  # (n, trials)
-        potentials = jnp.sum(jnp.minimum(closest[:, None], d2), axis=0)
+        indices, closest = state
+        candidates = _draw(steps[c - 1], w * closest)
+        d2 = distances(candidates)  # (n, trials)
+        potentials = w @ jnp.minimum(closest[:, None], d2)
         best = jnp.argmin(potentials)
         closest = jnp.minimum(closest, d2[:, best])
-        return centers.at[c].set(X[candidates[best]]), closest, key
+        return indices.at[c].set(candidates[best]), closest
 
-    centers, _, _ = jax.lax.fori_loop(1, n_clusters, add_center, (centers, closest, key))
-    return centers
+    indices, _ = jax.lax.fori_loop(1, n_active, add_center, (indices, closest))
+    return indices
 
 
-def random_seeds(X, key, n_clusters: int):
-    """``n_clusters`` distinct rows of X drawn uniformly (scikit-learn's ``init="random"``)."""
-    rows = jax.random.choice(key, X.shape[0], (n_clusters,), replace=False)
+def kmeans_plusplus(X, key, n_clusters: int, n_local_trials: int | None = None, **weighting):
+    """Greedy k-means++ seeds (k, d); see :func:`kmeans_plusplus_indices` (same
+    keyword arguments)."""
+    return X[kmeans_plusplus_indices(X, key, n_clusters, n_local_trials, **weighting)]
+
+
+def random_seeds(X, key, n_clusters: int, *, sample_weight=None, active=None):
+    """``n_clusters`` distinct rows of X drawn uniformly (scikit-learn's ``init="random"``;
+    with ``sample_weight``, with probability proportional to it).  ``active`` is
+    accepted for a uniform seeding signature: padding centres are never used."""
+    del active
+    p = None if sample_weight is None else _weights(X, sample_weight)
+    rows = jax.random.choice(
+        key, X.shape[0], (n_clusters,), replace=False, p=None if p is None else p / p.sum()
+    )
     return X[rows]
 
 
-def _assign(X, centers):
-    d2 = _squared_distances(X, centers)
-    labels = jnp.argmin(d2, axis=1).astype(jnp.int32)
-    return labels, jnp.take_along_axis(d2, labels[:, None], axis=1)[:, 0]
+def _assign(X, x_norms, centers, active):
+    """Labels and squared distances (n,) to the nearest (active) centre.  The argmin is
+    over ||c||^2 - 2 x.c, as scikit-learn's Lloyd computes it: ||x||^2 does not change
+    the argmin, so it is added (precomputed once per fit) to the winner only.  X is
+    multiplied by -2C, not the (n, k) product by -2: the same numbers (a power of two),
+    one pass fewer."""
+    scores = jnp.sum(centers * centers, axis=1)[None, :] + X @ (-2.0 * centers).T
+    if active is not None:
+        scores = jnp.where(active[None, :], scores, jnp.inf)
+    labels = jnp.argmin(scores, axis=1).astype(jnp.int32)
+    nearest = jnp.take_along_axis(scores, labels[:, None], axis=1)[:, 0]
+    return labels, jnp.maximum(x_norms + nearest, 0.0)
 
 
-def lloyd(X, centers, max_iter: int, tol) -> KMeansResult:
+def _bounds(X_rows, x_norms, centers, active):
+    """Labels, and for each row an upper bound on the distance to its centre and a
+    lower bound on the distance to every other centre, from one dense assignment; the
+    bounds include the round-off of the computed squared distances (``_round_off``)."""
+    scores = jnp.sum(centers * centers, axis=1)[None, :] + X_rows @ (-2.0 * centers).T
+    if active is not None:
+        scores = jnp.where(active[None, :], scores, jnp.inf)
+    labels = jnp.argmin(scores, axis=1).astype(jnp.int32)
+    best = jnp.take_along_axis(scores, labels[:, None], axis=1)[:, 0]
+    mine = jnp.arange(centers.shape[0])[None, :] == labels[:, None]
+    second = jnp.min(jnp.where(mine, jnp.inf, scores), axis=1)
+    error = _round_off(x_norms, centers, active)
+    upper = jnp.sqrt(jnp.maximum(x_norms + best + error, 0.0))
+    lower = jnp.sqrt(jnp.maximum(x_norms + second - error, 0.0))
+    return labels, upper, lower
+
+
+def _round_off(x_norms, centers, active):
+    """A bound on the round-off of ||x||^2 + ||c||^2 - 2 x.c as computed (d-term dot
+    products: ~d eps relative to ||x||^2 + ||c||^2), with a safety factor of 4."""
+    c_norms = jnp.sum(centers * centers, axis=1)
+    if active is not None:
+        c_norms = jnp.where(active, c_norms, 0.0)
+    eps = jnp.finfo(centers.dtype).eps
+    return 4.0 * centers.shape[1] * eps * (x_norms + jnp.max(c_norms))
+
+
+def _half_gaps(centers, active):
+    """Half the distance from each centre to its nearest other (active) centre, rounded
+    down: a row closer than that to its centre has no nearer one (triangle inequality)."""
+    d2 = jnp.sum((centers[:, None, :] - centers[None, :, :]) ** 2, axis=-1)
+    other = ~jnp.eye(centers.shape[0], dtype=bool)
+    if active is not None:
+        other = other & active[None, :]
+    eps = jnp.finfo(centers.dtype).eps
+    gap = jnp.sqrt(jnp.min(jnp.where(other, d2, jnp.inf), axis=1))
+    return 0.5 * gap * (1.0 - 4.0 * centers.shape[1] * eps)
+
+
+def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) -> KMeansResult:
     """Lloyd's iterations from ``centers``; ``tol`` is an absolute bound on the summed
-    squared centre shift."""
-    k = centers.shape[0]
+    squared centre shift.  Centres are (weighted) means of their rows; an empty
+    cluster, and every centre that ``active`` marks as padding, stays where it is.
 
-    def means(labels, old):
-        counts = jnp.zeros((k,), X.dtype).at[labels].add(1.0)
-        sums = jnp.zeros_like(old).at[labels].add(X)
-        return jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1.0)[:, None], old)
+    The labels are those of the plain algorithm (argmin of the computed squared
+    distances), found with Hamerly's (2010) bounds: each row keeps an upper bound on
+    the distance to its centre and a lower bound on the distance to the others, moved
+    by the centres' shifts; a row whose bounds (with a round-off margin) prove its label
+    is not recomputed.  After the first few iterations most rows are proved, and only
+    the others (gathered, at most ``n // 8`` of them, else all rows) meet the centres
+    in a product.  The cluster sums are recomputed from all rows on a dense pass; on a
+    pruned one, with unit weights, only the rows that changed cluster move between
+    running sums (counts stay exact; the sums drift by ~1e-16 relative, which the
+    tests against scikit-learn's centres bound).  Below
+    ``PRUNE_MIN_ROWS`` rows (a static choice) every iteration is dense: there a
+    product costs little and the pruned program would double the compile time."""
+    k = centers.shape[0]
+    n, d = X.shape
+    x_norms = jnp.sum(X * X, axis=1)
+    w = _weights(X, sample_weight)
+    # unit weights: no (n, d) product per iteration
+    weighted = X if sample_weight is None else X * w[:, None]
+    cap = max(n // 8, 1)  # rows recomputed by gathering; more: a dense pass
+    # relative round-off margin on the moved bounds (~1e-12 in float64)
+    margin = 4096.0 * jnp.finfo(X.dtype).eps
+
+    def sums_of(labels):
+        # a scatter-add (one pass over X): measured faster on CPU than a one-hot GEMM
+        # or a sorted segment sum at 100k x 50, K = 10
+        counts = jnp.zeros((k,), X.dtype).at[labels].add(w)
+        return jnp.zeros((k, d), X.dtype).at[labels].add(weighted), counts
+
+    def dense(centers, labels, upper, lower, sums, counts, need):
+        labels, upper, lower = _bounds(X, x_norms, centers, active)
+        return labels, upper, lower, *sums_of(labels)
+
+    def gathered(centers, labels, upper, lower, sums, counts, need):
+        rows = jnp.nonzero(need, size=cap, fill_value=n)[0]  # n: dropped below
+        new = _bounds(
+            jnp.take(X, rows, axis=0, mode="clip"),
+            jnp.take(x_norms, rows, mode="clip"),
+            centers,
+            active,
+        )
+        before = jnp.take(labels, rows, mode="clip")
+        labels, upper, lower = (
+            a.at[rows].set(b, mode="drop") for a, b in zip((labels, upper, lower), new, strict=True)
+        )
+        if sample_weight is not None:  # fractional weights: no running sums (round-off)
+            return labels, upper, lower, *sums_of(labels)
+        # unit weights: move the rows that changed cluster between the running sums
+        # (counts stay exact integers); ~1e-16 relative drift, next to a full pass
+        moving = ((new[0] != before) & (rows < n)).astype(X.dtype)
+        x_moving = jnp.take(X, rows, axis=0, mode="clip") * moving[:, None]
+        sums = sums.at[new[0]].add(x_moving).at[before].add(-x_moving)
+        counts = counts.at[new[0]].add(moving).at[before].add(-moving)
+        return labels, upper, lower, sums, counts
 
     def body(state):
-        centers, labels_old, it, _, _ = state
-        labels, _ = _assign(X, centers)
-        new = means(labels, centers)
+        centers, labels_old, upper, lower, sums, counts, it, _, _ = state
+        if n < PRUNE_MIN_ROWS:
+            labels, _ = _assign(X, x_norms, centers, active)
+            sums, counts = sums_of(labels)
+        else:
+            bound = jnp.maximum(lower, _half_gaps(centers, active)[labels_old])
+            # proved: (upper + margin)^2 + 2 x round-off < bound^2, so the computed
+            # squared distance to the own centre is below every other computed one
+            slack = upper + margin * (upper + bound)
+            need = ~(slack**2 + 2.0 * _round_off(x_norms, centers, active) < bound**2)
+            labels, upper, lower, sums, counts = jax.lax.cond(
+                jnp.sum(need) > cap,
+                dense,
+                gathered,
+                centers,
+                labels_old,
+                upper,
+                lower,
+                sums,
+                counts,
+                need,
+            )
+        new = jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1.0)[:, None], centers)
+        moved = jnp.sqrt(jnp.sum((new - centers) ** 2, axis=1)) * (1.0 + margin)
+        upper = upper + moved[labels]
+        lower = lower - jnp.max(moved)
         shift = jnp.sum((new - centers) ** 2)
         same = jnp.all(labels == labels_old)
-        return new, labels, it + 1, same, shift
+        return new, labels, upper, lower, sums, counts, it + 1, same, shift
 
     def not_done(state):
-        _, _, it, same, shift = state
+        *_, it, same, shift = state
         return (it < max_iter) & ~same & ((it == 0) | (shift > tol))
 
     init = (
         centers,
-        jnp.full((X.shape[0],), -1, jnp.int32),
+        jnp.full((n,), -1, jnp.int32),
+        jnp.full((n,), jnp.inf, X.dtype),  # nothing proved: the first pass is dense
+        jnp.zeros((n,), X.dtype),
+        jnp.zeros((k, d), X.dtype),  # running sums and counts of the clusters
+        jnp.zeros((k,), X.dtype),
         jnp.zeros((), jnp.int32),
         jnp.asarray(False),
         jnp.asarray(jnp.inf, X.dtype),
     )
-    centers, _, n_iter, _, _ = jax.lax.while_loop(not_done, body, init)
-    labels, d2 = _assign(X, centers)  # labels of the returned centres
-    return KMeansResult(centers, labels, jnp.sum(d2), n_iter)
+    centers, *_, n_iter, _, _ = jax.lax.while_loop(not_done, body, init)
+    # the labels and distances of the returned centres (one dense pass)
+    labels, d2 = _assign(X, x_norms, centers, active)
+    return KMeansResult(centers, labels, w @ d2, n_iter)
+
+
+def _tolerance(X, sample_weight, tol):
+    """``tol`` times the mean (weighted) feature variance, scikit-learn's scale."""
+    if sample_weight is None:
+        return tol * jnp.mean(jnp.var(X, axis=0))
+    w = _weights(X, sample_weight)
+    mean = (w @ X) / jnp.sum(w)
+    return tol * jnp.mean(w @ (X - mean) ** 2) / jnp.sum(w)
+
+
+def best_of_runs(
+    X,
+    keys,
+    *,
+    n_clusters: int,
+    max_iter: int = 300,
+    tol=1e-4,
+    seeding: str = "k-means++",
+    sample_weight=None,
+    active=None,
+    n_local_trials: int | None = None,
+    uniforms=None,
+) -> KMeansResult:
+    """One seeded k-means run per key in ``keys`` (n_runs, 2) -- or, for k-means++
+    seeds, per row of ``uniforms`` (n_runs, m), then ``keys`` is not used -- the lowest
+    inertia kept; ``tol`` relative as in :func:`kmeans`, ``active``,
+    ``n_local_trials`` and ``uniforms`` as in :func:`kmeans_plusplus_indices`."""
+    tol = _tolerance(X, sample_weight, tol)
+    weighting = dict(sample_weight=sample_weight, active=active)
+
+    def run(draws):
+        if seeding == "random":
+            start = random_seeds(X, draws, n_clusters, **weighting)
+        elif uniforms is not None:
+            start = kmeans_plusplus(
+                X, None, n_clusters, n_local_trials, uniforms=draws, **weighting
+            )
+        else:
+            start = kmeans_plusplus(X, draws, n_clusters, n_local_trials, **weighting)
+        return lloyd(X, start, max_iter, tol, **weighting)
+
+    # lax.map, not vmap: a batched while_loop runs every restart as long as the slowest
+    # one (n_init x max iterations); in sequence each stops at its own convergence
+    runs = jax.lax.map(run, keys if uniforms is None or seeding == "random" else uniforms)
+    best = jnp.argmin(runs.inertia)
+    return jax.tree_util.tree_map(lambda a: a[best], runs)
 
 
 @program(static_argnames=("n_clusters", "n_init", "max_iter", "seeding"))
@@ -128,21 +391,24 @@ def kmeans(
     tol=1e-4,
     init=None,
     seeding: str = "k-means++",
+    sample_weight=None,
 ) -> KMeansResult:
     """k-means with ``n_init`` restarts (one after another) seeded by ``seeding``
     ("k-means++" or "random"), keeping the lowest inertia; ``init`` (k, d) replaces
     the seeding (one run).  ``tol`` is relative to the mean feature variance of X, as
-    in scikit-learn."""
-    tol = tol * jnp.mean(jnp.var(X, axis=0))
+    in scikit-learn; ``sample_weight`` (n,) weighs the rows."""
     if init is not None:
-        return lloyd(X, jnp.asarray(init, X.dtype), max_iter, tol)
-    seed = random_seeds if seeding == "random" else kmeans_plusplus
-    keys = jax.random.split(key, n_init)
-    # lax.map, not vmap: a batched while_loop runs every restart as long as the slowest
-    # one (n_init x max iterations); in sequence each stops at its own convergence
-    runs = jax.lax.map(lambda k: lloyd(X, seed(X, k, n_clusters), max_iter, tol), keys)
-    best = jnp.argmin(runs.inertia)
-    return jax.tree_util.tree_map(lambda a: a[best], runs)
+        tol = _tolerance(X, sample_weight, tol)
+        return lloyd(X, jnp.asarray(init, X.dtype), max_iter, tol, sample_weight=sample_weight)
+    return best_of_runs(
+        X,
+        jax.random.split(key, n_init),
+        n_clusters=n_clusters,
+        max_iter=max_iter,
+        tol=tol,
+        seeding=seeding,
+        sample_weight=sample_weight,
+    )
 
 
 @program

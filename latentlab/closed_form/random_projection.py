@@ -8,7 +8,8 @@ and Li, Hastie & Church (2006), ``sqrt(s/k) * {+1, 0, -1}`` with probabilities
 ``{1/(2s), 1 - 1/s, 1/(2s)}``, ``s = 1/density``.
 
 The matrices are drawn on the host with NumPy's ``Generator`` (seeded, reproducible,
-independent of JAX's PRNG); the projection itself is one jit-compiled product.
+independent of JAX's PRNG), the sparse one straight into SciPy's CSR form; the dense
+projection is one jit-compiled product, the sparse one SciPy's sparse product.
 """
 
 from __future__ import annotations
@@ -54,30 +55,37 @@ def gaussian_random_matrix(rng: np.random.Generator, n_components: int, n_featur
 def sparse_random_matrix(
     rng: np.random.Generator, n_components: int, n_features: int, density: float
 ):
-    """(n_components, n_features) dense array with entries ``+-sqrt(s / n_components)``
-    with probability ``1 / (2 s)`` each and 0 otherwise, ``s = 1 / density``.
+    """(n_components, n_features) ``scipy.sparse`` CSR matrix with entries
+    ``+-sqrt(s / n_components)`` with probability ``1 / (2 s)`` each and 0 otherwise,
+    ``s = 1 / density``.
 
     The non-zero positions are drawn by geometric skipping: the gaps between successive
     successes of independent Bernoulli(density) trials are Geometric(density), so their
     cumulative sums are the positions -- the same law as one uniform per entry, in
-    O(non-zeros) draws.
+    O(non-zeros) draws and memory.  They come out in row-major order, which is CSR's.
     """
+    from scipy import sparse
+
     size = n_components * n_features
-    R = np.zeros((n_components, n_features))
     value = np.sqrt(1.0 / (density * n_components))
     if density == 1.0:
-        R[:] = value * rng.choice((-1.0, 1.0), size=R.shape)
-        return R
-    positions, end = [], -1
-    while end < size:
-        expected = (size - end) * density
-        gaps = rng.geometric(density, size=int(expected + 6.0 * np.sqrt(expected) + 16))
-        steps = end + np.cumsum(gaps)
-        positions.append(steps[steps < size])
-        end = int(steps[-1])
-    positions = np.concatenate(positions)
-    R.reshape(-1)[positions] = value * (2.0 * rng.integers(0, 2, size=len(positions)) - 1.0)
-    return R
+        positions = np.arange(size)
+    else:
+        chunks, end = [], -1
+        while end < size:
+            expected = (size - end) * density
+            gaps = rng.geometric(density, size=int(expected + 6.0 * np.sqrt(expected) + 16))
+            steps = end + np.cumsum(gaps)
+            chunks.append(steps[steps < size])
+            end = int(steps[-1])
+        positions = np.concatenate(chunks)
+    signs = 2.0 * rng.integers(0, 2, size=len(positions)) - 1.0
+    rows, columns = np.divmod(positions, n_features)
+    index = np.int32 if size < 2**31 else np.int64
+    indptr = np.searchsorted(rows, np.arange(n_components + 1)).astype(index)
+    return sparse.csr_matrix(
+        (value * signs, columns.astype(index), indptr), shape=(n_components, n_features)
+    )
 
 
 @program

@@ -11,6 +11,10 @@ its residual tolerance is relative to S's largest eigenvalue, 1.  For sparse (k-
 affinities, whose bottom Laplacian eigenvalues crowd near 0, ``solver="shift_invert"``
 runs Lanczos on ``(L + 1e-9 I)^{-1}`` instead.  An isolated node (degree 0) has L's
 diagonal 0 (SciPy's convention), i.e. S's diagonal 1.
+
+A k-NN affinity has O(n k) non-zeros: :func:`sparse_spectral_embedding` keeps it (and
+L) sparse on the host and runs the same shift-invert by sparse LU and ARPACK
+(:func:`~latentlab.closed_form.eigensolvers.sparse_partial_eigh`).
 """
 
 from __future__ import annotations
@@ -19,9 +23,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from latentlab.closed_form._linalg import flip_signs_by_largest
-from latentlab.closed_form.eigensolvers import PartialEigh, partial_eigh
+from latentlab.closed_form.eigensolvers import (
+    PartialEigh,
+    flip_column_signs,
+    partial_eigh,
+    sparse_partial_eigh,
+)
 from latentlab.closed_form.neighbors import _squared_distances
 from latentlab.inference.programs import program
 
@@ -34,6 +44,8 @@ __all__ = [
     "fit_rbf_spectral_embedding",
     "fit_knn_spectral_embedding",
     "knn_affinity_program",
+    "sparse_knn_affinity",
+    "sparse_spectral_embedding",
 ]
 
 
@@ -140,3 +152,53 @@ def fit_knn_spectral_embedding(indices, key, **settings) -> SpectralFit:
 
 
 knn_affinity_program = program(knn_affinity)
+
+
+# -- host side: sparse affinities -------------------------------------------------------
+
+
+def sparse_knn_affinity(indices):
+    """:func:`knn_affinity` as a ``scipy.sparse`` CSR matrix (scikit-learn's
+    ``affinity_matrix_`` for ``affinity="nearest_neighbors"``)."""
+    from scipy import sparse
+
+    indices = np.asarray(indices)
+    n, k = indices.shape
+    C = sparse.csr_matrix(
+        (np.ones(n * k), indices.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n)
+    )
+    C.sum_duplicates()
+    C.data[:] = 1.0  # a connectivity: a repeated neighbour is still one edge
+    return (0.5 * (C + C.T)).tocsr()
+
+
+def sparse_spectral_embedding(
+    A, *, n_components: int, drop_first: bool, seed: int = 0
+) -> SpectralFit:
+    """:func:`spectral_embedding` of a sparse symmetric affinity A (NumPy results):
+    the shift-invert route with ``L - shift I`` factored by sparse LU."""
+    from scipy import sparse
+
+    A = sparse.csr_matrix(A, dtype=np.float64, copy=True)
+    A.setdiag(0.0)  # self-affinities ignored
+    A.eliminate_zeros()
+    degree = np.asarray(A.sum(axis=1)).ravel()
+    isolated = degree == 0
+    scale = np.where(isolated, 1.0, np.sqrt(degree))
+    inverse = sparse.diags(1.0 / scale)
+    L = sparse.diags((~isolated).astype(np.float64)) - inverse @ A @ inverse
+    null = (scale / np.linalg.norm(scale))[:, None]
+    wanted = n_components + 1 if drop_first else n_components
+    eigenvalues, vectors, converged = np.zeros(1), null, np.asarray(True)
+    if wanted > 1:
+        # L's null vector sqrt(d) is deflated, not found (see spectral_embedding)
+        rest = sparse_partial_eigh(
+            L, wanted - 1, which="bottom", shift=-1e-9, deflate=null, seed=seed
+        )
+        eigenvalues = np.concatenate([eigenvalues, rest.eigenvalues])
+        vectors = np.concatenate([null, rest.eigenvectors], axis=1)
+        converged = rest.converged
+    embedding = flip_column_signs(vectors / scale[:, None])
+    if drop_first:
+        embedding, eigenvalues = embedding[:, 1:], eigenvalues[1:]
+    return SpectralFit(embedding, eigenvalues, converged)

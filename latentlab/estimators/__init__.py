@@ -1,9 +1,11 @@
 """scikit-learn style estimators over the inference engines and closed forms."""
 
 from latentlab.estimators.agglomerative import AgglomerativeClustering
+from latentlab.estimators.autoencoder import Autoencoder
 from latentlab.estimators.bpca import BayesianPCA
 from latentlab.estimators.cca import CCA, KernelCCA
 from latentlab.estimators.factor_analysis import FactorAnalysis
+from latentlab.estimators.fastica import FastICA
 from latentlab.estimators.gmm import GaussianMixture
 from latentlab.estimators.isomap import Isomap
 from latentlab.estimators.kernel_pca import KernelPCA
@@ -11,6 +13,7 @@ from latentlab.estimators.kmeans import KMeans
 from latentlab.estimators.lda import LinearDiscriminantAnalysis
 from latentlab.estimators.lle import LocallyLinearEmbedding
 from latentlab.estimators.mds import MDS
+from latentlab.estimators.nmf import NMF
 from latentlab.estimators.pca import PCA
 from latentlab.estimators.pls import PLSSVD, PLSCanonical, PLSRegression
 from latentlab.estimators.plsa import PLSA
@@ -22,6 +25,7 @@ from latentlab.estimators.random_projection import (
 )
 from latentlab.estimators.spectral import SpectralClustering, SpectralEmbedding
 from latentlab.estimators.supervised_pca import SupervisedPCA
+from latentlab.estimators.vae import VariationalAutoencoder
 
 __all__ = [
     "PCA",
@@ -48,4 +52,8 @@ __all__ = [
     "SpectralClustering",
     "KMeans",
     "AgglomerativeClustering",
+    "Autoencoder",
+    "VariationalAutoencoder",
+    "FastICA",
+    "NMF",
 ]

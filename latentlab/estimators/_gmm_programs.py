@@ -84,7 +84,12 @@ def make_starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance
     ``weights_init``/``means_init``/``precisions_init`` (``user``, a Params without the
     start axis) in place where ``use_user`` (3 bools) says.  The flags are traced, so
     every combination shares one program.  ``active`` (K,) marks the components that
-    are not padding."""
+    are not padding.  ``resp`` may also be a k-means start, made here
+    (:func:`latentlab.estimators._gmm_starts.start_responsibilities`)."""
+    # imported here: _gmm_starts imports this module
+    from latentlab.estimators._gmm_starts import start_responsibilities
+
+    resp = start_responsibilities(X, row_mask, resp, active)
     make = partial(gmm.params_from_responsibilities, covariance_type=covariance_type, active=active)
     starts = jax.vmap(lambda r: make(X, row_mask, r, reg_covar))(resp)
     return gmm.Params(

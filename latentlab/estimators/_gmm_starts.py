@@ -1,19 +1,73 @@
-"""How :class:`latentlab.GaussianMixture` makes its starts, on the host in NumPy:
-the standardised units EM works in, the covariance floor there, starting
-responsibilities as scikit-learn makes them, and the user's or a previous fit's
-parameters (``*_init``, ``warm_start``) in those units."""
+"""How :class:`latentlab.GaussianMixture` makes its starts: the standardised units EM
+works in, the covariance floor there, starting responsibilities as scikit-learn makes
+them, and the user's or a previous fit's parameters (``*_init``, ``warm_start``) in
+those units.  All on the host in NumPy, except the k-means and k-means++ starts: those
+run inside the fit program (:func:`start_responsibilities`) on latentlab's own k-means
+(:mod:`latentlab.closed_form.kmeans`), so a cold fit still compiles one program."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from latentlab.closed_form import kmeans as km
 from latentlab.estimators._gmm_programs import pad_components
 from latentlab.models import gmm
 
-__all__ = ["MixtureStartsMixin", "KMEANS_RUNS"]
+__all__ = ["MixtureStartsMixin", "KMEANS_RUNS", "KMeansStart", "start_responsibilities"]
 
 # k-means runs (best inertia kept) for init_params="kmeans"
 KMEANS_RUNS = 3
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["uniforms"],
+    meta_fields=["method", "local_trials"],
+)
+@dataclasses.dataclass(frozen=True)
+class KMeansStart:
+    """Starting responsibilities still to be made in the fit program by
+    :func:`start_responsibilities`: ``method`` "kmeans" or "k-means++", the k-means++
+    draws of each start and k-means run, ``uniforms`` (n_starts, runs, m), and the
+    number of candidates per seed (``2 + log(n_components)``, as scikit-learn; static,
+    so padding components to a bucket does not change the draws)."""
+
+    uniforms: np.ndarray
+    method: str
+    local_trials: int
+
+
+def start_responsibilities(X, row_mask, resp, active):
+    """The starting responsibilities (n_starts, n, K) as a traced function: ``resp``
+    itself when it is an array, else (a :class:`KMeansStart`) as scikit-learn makes
+    them from k-means -- each row all to its cluster ("kmeans") -- or from k-means++
+    seeds -- each seed row all to its component, every other row to none
+    ("k-means++").  Rows weigh ``row_mask`` (padding rows 0); ``active`` (K,) marks the
+    components that are not padding (a prefix), never seeded nor assigned."""
+    if not isinstance(resp, KMeansStart):
+        return resp
+    K = active.shape[0]
+    settings = dict(sample_weight=row_mask, active=active)
+
+    def kmeans_labels(uniforms):
+        result = km.best_of_runs(
+            X, None, n_clusters=K, n_local_trials=resp.local_trials, uniforms=uniforms, **settings
+        )
+        return jax.nn.one_hot(result.labels, K, dtype=X.dtype) * row_mask[:, None]
+
+    def seed_rows(uniforms):
+        seeds = km.kmeans_plusplus_indices(
+            X, None, K, resp.local_trials, uniforms=uniforms[0], **settings
+        )
+        hot = jnp.zeros((X.shape[0], K), X.dtype)
+        return hot.at[seeds, jnp.arange(K)].set(active.astype(X.dtype))
+
+    return jax.lax.map(kmeans_labels if resp.method == "kmeans" else seed_rows, resp.uniforms)
 
 
 class MixtureStartsMixin:
@@ -104,28 +158,49 @@ class MixtureStartsMixin:
         resolution = 10.0 * np.finfo(dtype).eps
         return np.maximum(float(self.reg_covar) / unit**2, resolution)
 
-    def _responsibilities(self, X, K, rng):
-        """Starting responsibilities (n, K) for one start, as scikit-learn makes them."""
-        n = X.shape[0]
-        resp = np.zeros((n, K))
-        if self.init_params == "kmeans":
-            from sklearn.cluster import KMeans
-
-            # X is standardised feature by feature (see fit), which weighs a
+    def _start_responsibilities(self, Z, K, need_resp, n_starts, shape, rng, dtype):
+        """Starting responsibilities for the fit program, (n_starts, rows, padded) with
+        ``shape = (rows, padded)``: an array in ``dtype``, or for k-means starts a
+        :class:`KMeansStart` that the program turns into one.  Its k-means++ draws are
+        ``rng``'s, in the order scikit-learn's ``KMeans(n_init=runs, random_state=rng)``
+        (or ``kmeans_plusplus``) takes them, one start after another: on the same
+        data, the same seeds as scikit-learn's.  Z is the standardised data with
+        missing entries at their column means (0): the k-means start sees mean-imputed
+        data; EM then uses only the observed entries."""
+        n = Z.shape[0]
+        rows, padded = shape
+        if need_resp and self.init_params in ("kmeans", "k-means++"):
+            # Z is standardised feature by feature (see fit), which weighs a
             # low-variance feature as much as the others and makes k-means' local optima
             # likelier than in the data's geometry (a planted 3-cluster case: 8 of 50
             # single runs stuck); the best of a few runs costs little next to EM.
             # Spherical mixtures are standardised by one global scale: k-means sees
             # the data's own geometry, as scikit-learn's single run does.
-            runs = 1 if self.covariance_type == "spherical" else KMEANS_RUNS
-            labels = KMeans(K, n_init=runs, random_state=rng).fit(X).labels_
-            resp[np.arange(n), labels] = 1.0
-        elif self.init_params == "k-means++":
-            from sklearn.cluster import kmeans_plusplus
+            runs = 1
+            if self.init_params == "kmeans" and self.covariance_type != "spherical":
+                runs = KMEANS_RUNS
+            trials = km.local_trials(K)
+            used = km.plusplus_uniforms_size(K, trials)
+            uniforms = np.zeros((n_starts, runs, km.plusplus_uniforms_size(padded, trials)))
+            for start in uniforms:
+                for run in start:
+                    run[:used] = rng.random_sample(used)
+            return KMeansStart(uniforms.astype(dtype), self.init_params, trials)
+        resp = np.stack(
+            [
+                self._responsibilities(Z, K, rng) if need_resp else np.full((n, K), 1.0 / K)
+                for _ in range(n_starts)
+            ]
+        )
+        return np.pad(resp, ((0, 0), (0, rows - n), (0, padded - K))).astype(dtype)
 
-            _, indices = kmeans_plusplus(X, K, random_state=rng)
-            resp[indices, np.arange(K)] = 1.0
-        elif self.init_params == "random":
+    def _responsibilities(self, X, K, rng):
+        """Starting responsibilities (n, K) for one random start, as scikit-learn makes
+        them (the k-means starts are made in the fit program, see
+        :meth:`_start_responsibilities`)."""
+        n = X.shape[0]
+        resp = np.zeros((n, K))
+        if self.init_params == "random":
             resp = rng.uniform(size=(n, K))
             resp /= resp.sum(axis=1, keepdims=True)
         else:

@@ -20,6 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._validation import (
+    check_codes,
     check_data,
     check_level,
     check_no_empty_columns,
@@ -30,6 +31,7 @@ from latentlab._validation import (
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._rows import map_row_chunks
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.em import run_em
 from latentlab.models.gaussian_latent import (
     canonical_loadings,
@@ -231,8 +233,11 @@ class GaussianLatentFitMixin:
         ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
         dtype = data.X.dtype
         d = data.X.shape[-1]
+        n_missing = data.X.shape[0] * data.X.shape[1]
+        if data.rows is not None:  # rows with missing entries outside the program
+            n_missing += int(data.rows.n_rows)
         # (at least one column: K = 0 is a model whose loadings are all padding)
-        n_columns = padded_columns(max(K, 1), d, data.X.shape[0] * data.X.shape[1])
+        n_columns = padded_columns(max(K, 1), d, n_missing)
         active = np.arange(n_columns) < K
         hyper = self._padded_hyper(hyper, active.astype(dtype))
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
@@ -268,6 +273,12 @@ class GaussianLatentFitMixin:
             verbose=int(self.verbose),
         )
         return _em_output(result.params, result.trace, result.n_iter, result.converged)
+
+
+def _chunked_outputs():
+    from latentlab.estimators import _chunked  # imports Dask helpers only when used
+
+    return _chunked
 
 
 def _drop_padding(params, K):
@@ -324,32 +335,41 @@ class GaussianLatentEstimator(
 
     def _fit_latent(self, X):
         """Validate, fit by the chosen method, store the fitted attributes; returns self."""
+        source = row_source(X)
+        if source is not None:  # out of core or Dask: exact EM over row chunks
+            from latentlab.estimators._chunked import fit_gaussian_latent
+
+            return fit_gaussian_latent(self, source)
         X, mask, shift = self._validate_for_fit(X)
         n, d = X.shape
         K = self._check_settings(n, d, n_components=self._resolve_mle(X, mask))
-        self.n_components_ = K
         with self._precision():
             # Statistics are taken about ``shift`` (the observed column means), which
             # keeps them free of cancellation; mu is shifted back at the end.
             data, column_variance = summarise(X, shift, mask)
-            # A constant feature gets the typical feature's scale for its starting
-            # value and variance floor, so nothing starts at zero variance.
-            typical = np.mean(column_variance) if np.any(column_variance > 0) else 1.0
-            column_variance = np.where(column_variance > 0, column_variance, typical)
-            dtype = data.X.dtype
-            hyper = self._hyper(column_variance, dtype)
-            if self.method == "closed_form":
-                params, trace, n_iter, converged = self._fit_closed_form(data, K, hyper, mask)
-            elif self.method == "em":
-                params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
-            else:
-                params, trace, n_iter, converged = self._fit_svi(
-                    X - shift, mask, K, column_variance
-                )
-            # Shift back on the host in float64: in float32, mu + shift would round to
-            # the shift's ulp (8 for a mean of 1e8).
-            params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
-            self.params_ = self._finish(params, hyper)
+            return self._fit_summarised(data, n, K, column_variance, shift, X=X, mask=mask)
+
+    def _fit_summarised(self, data, n, K, column_variance, shift, *, X, mask):
+        """Fit from the E-step's data (:func:`summarise`, or the chunked route's, where
+        ``X`` is None and ``mask`` only says whether entries are missing); stores the
+        fitted attributes, returns self.  Runs inside ``self._precision()``."""
+        self.n_components_ = K
+        # A constant feature gets the typical feature's scale for its starting
+        # value and variance floor, so nothing starts at zero variance.
+        typical = np.mean(column_variance) if np.any(column_variance > 0) else 1.0
+        column_variance = np.where(column_variance > 0, column_variance, typical)
+        dtype = data.X.dtype
+        hyper = self._hyper(column_variance, dtype)
+        if self.method == "closed_form":
+            params, trace, n_iter, converged = self._fit_closed_form(data, K, hyper, mask)
+        elif self.method == "em":
+            params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
+        else:
+            params, trace, n_iter, converged = self._fit_svi(X - shift, mask, K, column_variance)
+        # Shift back on the host in float64: in float32, mu + shift would round to
+        # the shift's ulp (8 for a mean of 1e8).
+        params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
+        self.params_ = self._finish(params, hyper)
         bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
         if bad:
             raise ValueError(
@@ -504,8 +524,10 @@ class GaussianLatentEstimator(
         """Log-likelihood of each row under the fitted model, shape (n_samples,).
 
         Rows with NaN entries are scored by their exact marginal over the observed
-        coordinates.
+        coordinates.  A Dask array gives a Dask array.
         """
+        if is_dask(X):
+            return _chunked_outputs().map_row_output(self, self.score_samples, X)
         X, mask = self._observed(X, allow_empty_rows=False)
         with self._precision():
             return _padded(_row_posteriors, *self._arrays(), X=self._centred(X, mask), mask=mask)[2]
@@ -526,17 +548,20 @@ class GaussianLatentEstimator(
         return mean[:, :K].copy(), cov[:, :K, :K].copy()
 
     def transform(self, X) -> np.ndarray:
-        """Posterior mean E[z | x] of the latent variables, shape (n_samples, n_components)."""
+        """Posterior mean E[z | x] of the latent variables, shape (n_samples, n_components).
+
+        A Dask array gives a Dask array."""
+        if is_dask(X):
+            check_is_fitted(self)
+            return _chunked_outputs().map_row_output(
+                self, self.transform, X, n_columns=self.n_components_
+            )
         return self.posterior_latent(X)[0]
 
     def inverse_transform(self, Z) -> np.ndarray:
         """Map latent coordinates back to data space: ``Z W^T + mu``."""
         check_is_fitted(self)
-        Z = np.asarray(Z, dtype=np.float64)
-        if Z.ndim != 2 or Z.shape[1] != self.n_components_:
-            raise ValueError(f"Z must have shape (n_samples, {self.n_components_}), got {Z.shape}")
-        if not np.isfinite(Z).all():  # latent coordinates are never missing (as PCA)
-            raise ValueError("Z contains NaN or infinity")
+        Z = check_codes(Z, self.n_components_, name="Z")
         return Z @ self.params_["W"].T + self.params_["mu"]
 
     # -- imputation ---------------------------------------------------------------------
@@ -545,8 +570,12 @@ class GaussianLatentEstimator(
         """Fill NaN entries with their conditional mean given the row's observed entries.
 
         Observed entries are returned unchanged.  With ``return_std=True`` also returns
-        the conditional standard deviation of each entry (0 where observed).
+        the conditional standard deviation of each entry (0 where observed).  A Dask
+        array gives Dask arrays.
         """
+        if is_dask(X):
+            check_is_fitted(self)
+            return _chunked_outputs().map_imputation(self, X, return_std)
         X, mask = self._observed(X, allow_empty_rows=True)
         with self._precision():
             filled, var, _, _ = _padded(

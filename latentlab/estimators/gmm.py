@@ -43,6 +43,7 @@ from latentlab.estimators._gmm_programs import fit_em_program as _fit_em_program
 from latentlab.estimators._gmm_starts import MixtureStartsMixin
 from latentlab.estimators._rows import chunked, pad_rows, padded_size
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
+from latentlab.inference.chunked import is_dask, row_source
 from latentlab.models import gmm
 
 # mixture_quantile: used by latentlab.impute's calibration
@@ -94,7 +95,9 @@ class GaussianMixture(
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
         How starting responsibilities are made, as in scikit-learn, on the
         standardised data (see Notes) ("kmeans": Lloyd iterations from k-means++
-        seeds, the best of 3 runs except for spherical covariances).
+        seeds, the best of 3 runs except for spherical covariances; both k-means
+        starts run latentlab's own :class:`KMeans` code inside the fit program, on
+        data with missing entries at their column means).
     weights_init : array (n_components,), optional
     means_init : array (n_components, n_features), optional
     precisions_init : array, optional
@@ -265,6 +268,11 @@ class GaussianMixture(
         """
         # read before check_data resets n_features_in_
         previous = self._previous_fit()
+        source = row_source(X)
+        if source is not None:  # out of core or Dask: exact EM over row chunks
+            from latentlab.estimators._chunked import fit_mixture
+
+            return fit_mixture(self, source, previous)
         X = check_data(self, X, reset=True, allow_nan=True, min_samples=1)
         observed = ~np.isnan(X)
         check_no_empty_rows(observed)
@@ -285,12 +293,7 @@ class GaussianMixture(
             weights, means, scale = self._warm_init(previous, K, d, shift, unit)
         rng = check_random_state(self.random_state)
         need_resp = weights is None or means is None or scale is None
-        resp = np.stack(
-            [
-                self._responsibilities(Z, K, rng) if need_resp else np.full((n, K), 1.0 / K)
-                for _ in range(self.n_init if previous is None else 1)
-            ]
-        )
+        n_starts = self.n_init if previous is None else 1
         rows = int(np.prod(padded_size(n, CHUNK)))
         # EM runs with padding components up to the bucket (at weight 0, they change
         # nothing): one compiled program serves every n_components in it
@@ -302,11 +305,13 @@ class GaussianMixture(
             # would be a compiled program of its own on a cold start)
             dtype = np.dtype(self.dtype)
             reg = self._variance_floor(unit, dtype).astype(dtype)
-            resp = np.pad(resp, ((0, 0), (0, rows - n), (0, padded - K)))
+            resp = self._start_responsibilities(
+                Z, K, need_resp, n_starts, (rows, padded), rng, dtype
+            )
             start_data = (
                 pad_rows(Z, rows).astype(dtype),
                 pad_rows(np.ones(n), rows).astype(dtype),
-                resp.astype(dtype),
+                resp,
                 np.arange(padded) < K,
                 *self._given_start(weights, means, scale, K, padded, dtype),
             )
@@ -319,12 +324,25 @@ class GaussianMixture(
                 params, trace, converged = self._fit_svi(starts, Z, observed, rng)
                 objective, breakdown = float(trace[-1]), False
             fitted = {name: to_numpy(v) for name, v in params._asdict().items()}
+        counts = observed.sum(axis=0)
+        result = (fitted, trace, converged, objective, breakdown)
+        return self._store_fit(
+            *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=X
+        )
+
+    def _store_fit(
+        self, fitted, trace, converged, objective, breakdown, *, K, n, shift, unit, counts, reg, X
+    ):
+        """Store the fitted attributes, in the data's units, from the fit in
+        standardised units (``fitted``: NumPy parameters, padding components
+        included); ``counts`` (d,) are the observed entries of each feature, ``X``
+        the data (None on the chunked route, which fits by EM only).  Returns self."""
         fitted = {  # the padding components cut off
             name: v if name == "scale" and self.covariance_type == "tied" else v[:K]
             for name, v in fitted.items()
         }
         # log p(x) = log p(z) - sum over observed entries of log unit_j
-        log_jacobian = float(observed.sum(axis=0) @ np.log(unit))
+        log_jacobian = float(counts @ np.log(unit))
         self.log_likelihoods_ = to_numpy(trace).astype(np.float64) - log_jacobian
         objective = objective - log_jacobian
         # back to data units in float64: in float32 a mean of 1e8 has a spacing of 8;
@@ -355,7 +373,7 @@ class GaussianMixture(
                 f"GaussianMixture EM did not converge within max_iter={self.max_iter} "
                 f"iterations (tol={self.tol}); increase max_iter or tol.",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         return self
 
@@ -380,12 +398,18 @@ class GaussianMixture(
                 )
             )
         )
+        return self._run_em_program(start_data, data, reg, Xc.shape[0])
+
+    def _run_em_program(self, start_data, data, reg, n):
+        """The compiled EM fit on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of
+        ``n`` rows; returns (params, trace, converged, objective, breakdown)."""
+        dtype = reg.dtype
         # start_data: (X, row_mask, resp, active, user, use_user), as the program takes them
         result = _fit_em_program(
             *start_data,
             data,
             reg,
-            np.asarray(Xc.shape[0], dtype),
+            np.asarray(n, dtype),
             np.asarray(self.tol, dtype),
             steps=gmm.step_functions(self.covariance_type),
             covariance_type=self.covariance_type,
@@ -558,7 +582,11 @@ class GaussianMixture(
         return row, log_resp
 
     def score_samples(self, X) -> np.ndarray:
-        """Log-likelihood of each row, shape (n_samples,)."""
+        """Log-likelihood of each row, shape (n_samples,); a Dask array gives a Dask array."""
+        if is_dask(X):
+            from latentlab.estimators._chunked import map_row_output
+
+            return map_row_output(self, self.score_samples, X)
         return self._scores(X)[0]
 
     def predict_proba(self, X) -> np.ndarray:

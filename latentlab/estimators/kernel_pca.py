@@ -13,8 +13,9 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._validation import check_codes, check_data, check_n_components, check_option
 from latentlab.closed_form import kernel_pca as cf
+from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES, lanczos_block_settings
 from latentlab.closed_form.kernels import KERNELS, KernelParams
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._sparse import check_sparse_data, host_kernel, is_sparse
@@ -24,20 +25,6 @@ __all__ = ["KernelPCA", "resolve_kernel", "kernel_offset"]
 
 EIGEN_SOLVERS = ("auto", "dense", "lanczos", "arpack", "randomized")
 
-# Block Lanczos settings, measured single-threaded on rbf kernels (n = 3000 with
-# n_components = 10 against blocks of 10-30 and bases of 8-24 blocks; n = 2000 with
-# n_components = 2-150): blocks of n_components + 6 vectors, between 8 and
-# LANCZOS_MAX_BLOCK (a product K @ M with a few columns costs about what one column
-# does, as K is read from memory either way; wider blocks cost flops without saving
-# products), and a basis of at least 10 blocks and twice n_components + block (a thick
-# restart keeps half of it), at most LANCZOS_MAX_BASIS columns (a larger one makes the
-# Ritz step of every iteration dearer).  "auto" takes it when n_samples >
-# LANCZOS_MIN_SAMPLES and the basis fits in n_samples columns.
-LANCZOS_MAX_BLOCK = 16
-LANCZOS_MIN_BLOCKS = 10
-LANCZOS_MAX_BASIS = 400
-LANCZOS_MIN_SAMPLES = 500
-
 
 def lanczos_settings(n, n_components, dtype):
     """(block_size, max_blocks, max_products, tol) of the block Lanczos solver for the
@@ -45,16 +32,17 @@ def lanczos_settings(n, n_components, dtype):
     here, a scatter matrix for ``PCA(svd_solver="arpack")``), or None when n is too
     small for its Krylov basis (dense eigh is then cheap and exact).
 
-    ``tol`` bounds every residual ``||A v - theta v||`` relative to the largest
-    eigenvalue: 1e-11 in float64 gives eigenvalues to ~1e-14 relative and leaves
-    room above the round-off floor (~1e-14); float32 gets 1000 eps.
+    The block sizes and ``tol`` are the shared eigensolver's
+    (:func:`~latentlab.closed_form.eigensolvers.lanczos_block_settings`, measured
+    single-threaded on rbf kernels: n = 3000 with n_components = 10 against blocks of
+    10-30 and bases of 8-24 blocks; n = 2000 with n_components = 2-150); at most
+    ``max(30, n / 20)`` products before the caller falls back to dense eigh.  "auto"
+    takes Lanczos when n_samples > LANCZOS_MIN_SAMPLES and the basis fits.
     """
-    block = max(8, min(n_components + 6, LANCZOS_MAX_BLOCK))
-    blocks = max(LANCZOS_MIN_BLOCKS, 2 * -(-(n_components + block) // block))
-    blocks = min(blocks, LANCZOS_MAX_BASIS // block, n // block)
-    if blocks < 4 or block * (blocks // 2) <= n_components:
+    settings = lanczos_block_settings(n, n_components, dtype)
+    if settings is None:
         return None
-    tol = max(1e-11, 1e3 * float(np.finfo(dtype).eps))
+    block, blocks, tol = settings
     return block, blocks, max(30, n // 20), tol
 
 
@@ -565,11 +553,7 @@ default="linear"
             raise NotFittedError(
                 "inverse_transform needs fit_inverse_transform=True when the model is fitted"
             )
-        Z = np.asarray(X, dtype=np.float64)
-        if Z.ndim != 2 or Z.shape[1] != self.n_components_:
-            raise ValueError(f"X must have shape (n_samples, {self.n_components_}), got {Z.shape}")
-        if not np.isfinite(Z).all():
-            raise ValueError("X contains NaN or infinity")
+        Z = check_codes(X, self.n_components_)
         params, kernel_args = self._kernel()
         with self._precision():
             return to_numpy(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numbers
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._validation import check_data, check_n_components, check_option
@@ -15,13 +17,13 @@ from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
 from latentlab.estimators._embedding import FitsEmbedding
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import LatentEstimator, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
 from latentlab.inference.summaries import pad_rows
 
 __all__ = ["LocallyLinearEmbedding"]
 
-EIGEN_SOLVERS = ("auto", "dense", "lanczos")
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
 
 
 class LocallyLinearEmbedding(
@@ -43,14 +45,16 @@ class LocallyLinearEmbedding(
         ``1 <= n_components < n_samples``.
     reg : float, default=1e-3
         Ridge on each local Gram matrix, relative to its trace.
-    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
-        ``"dense"``: full eigh.  ``"lanczos"``: shift-invert block Lanczos (Cholesky
-        of ``(I - W)^T (I - W) + epsilon I`` once, the constant vector deflated; the
-        wanted eigenvalues are tiny and clustered, where plain Lanczos converges
-        slowly), falling back to dense if it does not converge.  ``"auto"``: lanczos
-        above 500 samples, dense below.
+    eigen_solver : {"auto", "dense", "arpack", "lanczos"}, default="auto"
+        ``"dense"``: full eigh of the dense matrix.  ``"arpack"``: ``(I - W)^T (I - W)``
+        stays sparse; SciPy's sparse LU of it (shifted by a tiny ``epsilon``) and
+        ARPACK on its inverse, the constant vector deflated (the wanted eigenvalues
+        are tiny and clustered, which only shift-invert separates).  ``"lanczos"``:
+        the same shift-invert with a dense Cholesky and block Lanczos on the device.
+        The iterative solvers fall back to dense if they do not converge.
+        ``"auto"``: arpack above 200 samples, dense below.
     random_state : int, RandomState or None, default=None
-        Seeds the Lanczos start block.
+        Seeds the ARPACK start vector or the Lanczos start block.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
@@ -118,13 +122,19 @@ class LocallyLinearEmbedding(
                 "increase n_neighbors.",
                 error=False,
             )
-            Xj, idx, key = to_device(X), jnp.asarray(indices), jax_key(self.random_state)
+            seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
+            Xj, idx, key = to_device(X), jnp.asarray(indices), jax.random.PRNGKey(seed)
 
-            def solve(**settings):
-                return call(cf.fit_lle, n * n, Xj, idx, reg, key, n_components=K, **settings)
+            def solve(solver, **settings):
+                if solver == "arpack":  # M is sparse: assembled and solved on the host
+                    weights = call(cf.reconstruction_weights, n * k * k, Xj, idx, reg)
+                    return cf.fit_lle_sparse(weights, indices, n_components=K, seed=seed)
+                return call(
+                    cf.fit_lle, n * n, Xj, idx, reg, key, n_components=K, solver=solver, **settings
+                )
 
             result, solver = solve_with_fallback(
-                solve, n, K, self.eigen_solver, dtype, shift_invert=True
+                solve, n, K, self.eigen_solver, dtype, shift_invert=True, sparse=True
             )
             self.embedding_ = to_numpy(result.embedding)
             self.eigenvalues_ = to_numpy(result.eigenvalues)

@@ -10,7 +10,13 @@ from scipy.special import gammaln
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import InputTypeError, check_data, check_n_components, check_option
+from latentlab._validation import (
+    InputTypeError,
+    check_codes,
+    check_data,
+    check_n_components,
+    check_option,
+)
 from latentlab.closed_form import pca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._sparse import (
@@ -485,11 +491,7 @@ default="auto"
     def inverse_transform(self, X):
         """Map projections (n_samples, n_components_) back to data space."""
         check_is_fitted(self)
-        Z = np.asarray(X, dtype=np.float64)
-        if Z.ndim != 2 or Z.shape[1] != self.n_components_:
-            raise ValueError(f"X must have shape (n_samples, {self.n_components_}), got {Z.shape}")
-        if not np.isfinite(Z).all():
-            raise ValueError("X contains NaN or infinity")
+        Z = check_codes(X, self.n_components_)
         with self._precision():
             Xc = to_numpy(
                 map_rows(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numbers
 
+import jax
 import numpy as np
 from sklearn.base import ClusterMixin
+from sklearn.utils import check_random_state
 
 from latentlab._validation import check_data, check_n_components, check_option
 from latentlab.closed_form import kmeans as km
@@ -20,7 +22,7 @@ from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
 __all__ = ["SpectralEmbedding", "SpectralClustering"]
 
 AFFINITIES = ("nearest_neighbors", "rbf", "precomputed")
-EIGEN_SOLVERS = ("auto", "dense", "lanczos")
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
 
 
 def _check_gamma(gamma, n_features):
@@ -59,8 +61,10 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
         n_neighbors = check_n_neighbors(n_neighbors, n + 1)
     else:
         gamma = _check_gamma(gamma, d)
+    knn = affinity == "nearest_neighbors"
     with est._precision():
-        key = jax_key(est.random_state)
+        seed = check_random_state(est.random_state).randint(0, 2**31 - 1)
+        key = jax.random.PRNGKey(seed)
         # one program per affinity, all taking (data..., key) and the solver settings
         if affinity == "precomputed":
             fit_program, data = cf.fit_spectral_embedding, (to_device(0.5 * (X + X.T)),)
@@ -71,9 +75,9 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
             if n_neighbors > 1:
                 _, others = neighbors_of(X, X, n_neighbors - 1, exclude_self=True)
             indices = np.concatenate([np.arange(n, dtype=np.int32)[:, None], others], axis=1)
-            graph = nb.knn_graph(np.ones(indices.shape), indices)
+            matrix = cf.sparse_knn_affinity(indices)  # O(n k): built on the host
             nb.check_connected(
-                graph,
+                matrix,
                 "nearest-neighbour affinity graph",
                 "Spectral embedding may not work as expected: each component gets its own "
                 "zero eigenvalue; increase n_neighbors.",
@@ -81,7 +85,11 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
             )
             fit_program, data = cf.fit_knn_spectral_embedding, (to_device(indices),)
 
-        def solve(**settings):
+        def solve(solver, **settings):
+            if solver == "arpack":  # the k-NN Laplacian stays sparse, solved on the host
+                return cf.sparse_spectral_embedding(
+                    matrix, n_components=n_components, drop_first=drop_first, seed=seed
+                )
             return call(
                 fit_program,
                 n * n,
@@ -89,11 +97,12 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
                 key,
                 n_components=n_components,
                 drop_first=drop_first,
+                solver=solver,
                 **settings,
             )
 
         result, solver = solve_with_fallback(
-            solve, n, wanted, est.eigen_solver, dtype, shift_invert=affinity == "nearest_neighbors"
+            solve, n, wanted, est.eigen_solver, dtype, shift_invert=knn, sparse=knn
         )
         embedding = to_numpy(result.embedding)
         eigenvalues = to_numpy(result.eigenvalues)
@@ -101,8 +110,6 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
             matrix = X.copy()
         elif affinity == "rbf":
             matrix = None  # rebuilt below only when asked for
-        else:
-            matrix = to_numpy(call(cf.knn_affinity_program, n * n, *data))
     if affinity == "precomputed":
         nb.check_connected(
             _sparse(matrix),
@@ -144,13 +151,18 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
         rbf width; None means ``1 / n_features``.
     n_neighbors : int or None, default=None
         None means ``max(n_samples // 10, 1)``.
-    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
-        "auto": block Lanczos above 500 samples, dense eigh below (Lanczos falls back to
-        dense when it does not converge).  For ``"nearest_neighbors"`` Lanczos runs
-        shift-inverted (Cholesky of the Laplacian once): the sparse graph's bottom
-        eigenvalues crowd near 0, where plain Lanczos converges slowly.
+    eigen_solver : {"auto", "dense", "arpack", "lanczos"}, default="auto"
+        For ``"nearest_neighbors"``: ``"arpack"`` keeps the Laplacian sparse and runs
+        ARPACK on its inverse (SciPy's sparse LU, as scikit-learn): the sparse
+        graph's bottom eigenvalues crowd near 0, which only shift-invert separates;
+        ``"lanczos"`` does the same with a dense Cholesky and block Lanczos on the
+        device; "auto": arpack above 200 samples, dense eigh below.  For the dense
+        affinities (rbf, precomputed): ``"lanczos"`` (or ``"arpack"``, read as
+        ``"lanczos"``) is block Lanczos on ``D^{-1/2} A D^{-1/2}``; "auto": lanczos
+        above 500 samples, dense below.  The iterative solvers fall back to dense
+        when they do not converge.
     random_state : int, RandomState or None, default=None
-        Seeds the Lanczos start block.
+        Seeds the ARPACK start vector or the Lanczos start block.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
@@ -158,9 +170,10 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
     embedding_ : ndarray (n_samples, n_components)
     eigenvalues_ : ndarray (n_components,)
         The normalized Laplacian's eigenvalues of the kept eigenvectors, increasing.
-    affinity_matrix_ : ndarray (n_samples, n_samples)
-        Only for ``"nearest_neighbors"`` and ``"precomputed"`` (an rbf affinity stays
-        on the device: it is n^2 numbers that ``gamma_`` rebuilds).
+    affinity_matrix_ : sparse matrix or ndarray (n_samples, n_samples)
+        Only for ``"nearest_neighbors"`` (a ``scipy.sparse`` CSR matrix, as
+        scikit-learn's) and ``"precomputed"`` (an rbf affinity stays on the device: it
+        is n^2 numbers that ``gamma_`` rebuilds).
     n_neighbors_ : int
         Only for ``"nearest_neighbors"``.
     gamma_ : float
@@ -236,9 +249,10 @@ class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator)
         Eigenvectors used; None means ``n_clusters``.
     n_init : int, default=10
         k-means restarts.
-    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
+    eigen_solver : {"auto", "dense", "arpack", "lanczos"}, default="auto"
+        As for :class:`SpectralEmbedding`.
     random_state : int, RandomState or None, default=None
-        Seeds k-means++ and the Lanczos start block.
+        Seeds k-means++ and the ARPACK start vector or Lanczos start block.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
@@ -249,8 +263,8 @@ class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator)
     cluster_centers_ : ndarray (n_clusters, n_components)
         k-means centres in that embedding.
     inertia_ : float
-    affinity_matrix_ : ndarray (n_samples, n_samples)
-        Only for ``"nearest_neighbors"`` and ``"precomputed"``.
+    affinity_matrix_ : sparse matrix or ndarray (n_samples, n_samples)
+        Only for ``"nearest_neighbors"`` (``scipy.sparse`` CSR) and ``"precomputed"``.
     solver_ : str
     n_features_in_ : int
 

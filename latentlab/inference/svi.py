@@ -15,6 +15,8 @@ import jax
 import numpy as np
 import optax
 
+from latentlab.inference.programs import Program
+
 __all__ = ["SVIFit", "fit_svi", "BestFit", "fit_best_of", "start_seeds"]
 
 
@@ -64,7 +66,9 @@ def _svi_program(model, guide: str, num_steps: int, num_particles: int, has_init
 
     def run(args, init_values, seed, learning_rate, final_learning_rate):
         init_loc_fn = init_to_value(values=init_values) if has_init else init_to_median
-        if guide == "delta":
+        if callable(guide):
+            auto_guide = guide
+        elif guide == "delta":
             auto_guide = AutoDelta(model, init_loc_fn=init_loc_fn)
         else:
             auto_guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=0.01)
@@ -73,24 +77,31 @@ def _svi_program(model, guide: str, num_steps: int, num_particles: int, has_init
         decay = (final_learning_rate / learning_rate) ** (1.0 / num_steps)
         optimizer = optax_to_numpyro(optax.adam(lambda count: learning_rate * decay**count))
         svi = SVI(model, auto_guide, optimizer, Trace_ELBO(num_particles=num_particles))
-        state = svi.init(jax.random.PRNGKey(seed), *args)
+        if callable(guide):  # its numpyro.param sites start at init_values
+            init_params = init_values if has_init else None
+            state = svi.init(jax.random.PRNGKey(seed), *args, init_params=init_params)
+        else:
+            state = svi.init(jax.random.PRNGKey(seed), *args)
 
         def step(state, _):
             return svi.update(state, *args)
 
         state, losses = jax.lax.scan(step, state, None, length=num_steps)
         guide_params = svi.get_params(state)
+        if callable(guide):  # no median to read off, and the model has local latents
+            return guide_params, -losses, guide_params, jax.numpy.nan
         params = auto_guide.median(guide_params)
         return params, -losses, guide_params, log_density(model, args, {}, params)[0]
 
     key = _model_key(model)
-    if key is None:
-        return jax.jit(run)
-    key = (key, guide, num_steps, num_particles, has_init)
+    guide_key = _model_key(guide) if callable(guide) else guide
+    if key is None or guide_key is None:
+        return Program(run)
+    key = (key, guide_key, num_steps, num_particles, has_init)
     if key not in _PROGRAMS:
         if len(_PROGRAMS) >= _MAX_PROGRAMS:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        _PROGRAMS[key] = jax.jit(run)
+        _PROGRAMS[key] = Program(run)
     return _PROGRAMS[key]
 
 
@@ -104,23 +115,33 @@ def fit_svi(
     init_values: dict[str, Any] | None = None,
     seed: int = 0,
     num_particles: int = 1,
+    work: int | None = None,
 ) -> SVIFit:
     """Fit ``model(*args)`` with Adam and an exponentially decaying step size, as one
     compiled program (reused by every fit of the same model, settings and shapes).
 
     Parameters
     ----------
-    guide : {"delta", "normal"}
+    guide : {"delta", "normal"} or callable
         ``"delta"`` (AutoDelta: MAP, or ML when the priors are masked) or
-        ``"normal"`` (AutoNormal: mean-field Gaussian posterior).
+        ``"normal"`` (AutoNormal: mean-field Gaussian posterior), or a guide function
+        called like the model (an amortized encoder, say).  For a guide function
+        ``params`` and ``guide_params`` are both the fitted ``numpyro.param`` values
+        (constrained) and ``log_density`` is NaN.
     init_values : dict, optional
-        Starting values of the latent sites (constrained space).
+        Starting values of the latent sites (constrained space); for a guide
+        function, of its ``numpyro.param`` sites.
+    work : int, optional
+        Size of the problem in elements (e.g. ``X.size``): small problems run the
+        quick-compile variant (:mod:`latentlab.inference.programs`).  None: the fully
+        optimised program.
     """
-    if guide not in ("delta", "normal"):
+    if not callable(guide) and guide not in ("delta", "normal"):
         raise ValueError(f"guide must be 'delta' or 'normal', got {guide!r}")
     if num_steps < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
     program = _svi_program(model, guide, int(num_steps), int(num_particles), bool(init_values))
+    program = program.full if work is None else program.for_work(int(work))
     dtype = np.result_type(*[np.asarray(a).dtype for a in args if hasattr(a, "dtype")], np.float32)
     params, trace, guide_params, density = program(
         tuple(args),

@@ -1,0 +1,478 @@
+"""The chunked route of the EM estimators: data read in row chunks (memmap, h5py,
+zarr) or held as a Dask array (issue 20).
+
+``fit`` makes one pass over the data to summarise it -- per-feature observed moments,
+the complete rows' (count, mean, scatter) merged chunk by chunk with Chan et al.'s
+update about a pilot mean from the first chunk, and the mean-imputed sums of the rows
+with missing entries for the PCA start -- then runs the estimator's own compiled EM
+program on those summaries.  Each E-step asks the host (through
+:func:`latentlab.inference.chunked.host_sum`) for the statistics of the rows with
+missing entries, which it reads again and passes through one jitted chunk function
+at a fixed number of rows.  The driver, its starts and its SQUAREM arithmetic are the
+in-memory program's, so parameters and trace equal the in-memory fit's to round-off.
+
+Row outputs (``score_samples``, ``transform``) of a Dask array are Dask arrays.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import numpy as np
+
+from latentlab.inference.chunked import (
+    Moments,
+    RowChunks,
+    block_moments,
+    merge_moments,
+    register,
+)
+from latentlab.models.gaussian_latent import (
+    CompleteSummary,
+    GaussianData,
+    OutOfCoreRows,
+    _chunk_stats,
+)
+
+__all__ = [
+    "GaussianSummary",
+    "fit_gaussian_latent",
+    "fit_mixture",
+    "map_imputation",
+    "map_row_output",
+    "summarise_gaussian",
+]
+
+# Most rows per call of the jitted per-row E-step (otherwise the chunk size): it holds
+# (K+1)^2 x rows posterior moments (the in-memory route uses 1024 rows too).
+E_STEP_ROWS = 1024
+
+_chunk_stats_jit = jax.jit(_chunk_stats)
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+class GaussianSummary:
+    """One pass over a source: what the Gaussian latent E-step and its start need.
+
+    Sums are in coordinates shifted by ``pilot`` (the first chunk's observed column
+    means) and merged chunk by chunk; :meth:`about_mean` re-expresses them about the
+    observed column means, as the in-memory route takes them.
+    """
+
+    def __init__(self, d, pilot):
+        self.pilot = pilot
+        self.columns = Moments(np.zeros(d), np.zeros(d), np.zeros(d))
+        self.complete = Moments(0.0, np.zeros(d), np.zeros((d, d)))
+        # rows with missing entries, in pilot coordinates, 0 where missing: sums of
+        # x, x x^T, x m^T, m m^T and m (m the observed mask), and their indices
+        self.n_missing_rows = 0
+        self.sums = [np.zeros(d), np.zeros((d, d)), np.zeros((d, d)), np.zeros((d, d)), np.zeros(d)]
+        self.missing_rows = []
+        self.parts_with_missing = []  # which chunks (Dask blocks) hold such rows
+
+    def add(self, part):
+        columns, complete, n_missing, sums, rows = part
+        if n_missing:
+            self.parts_with_missing.append(len(self.missing_rows))
+        self.columns = merge_moments(self.columns, columns)
+        self.complete = merge_moments(self.complete, complete)
+        self.n_missing_rows += n_missing
+        self.sums = [a + b for a, b in zip(self.sums, sums, strict=True)]
+        self.missing_rows.append(rows)
+
+    def about_mean(self):
+        """``(shift, column_variance, complete (n, sum_x, sum_xx), start (sum_x, sum_xx),
+        observed counts of the rows with missing entries)`` about the observed means."""
+        count = self.columns.count
+        empty = np.flatnonzero(count == 0)
+        if empty.size:
+            raise ValueError(
+                f"X has {empty.size} column(s) with every entry missing (NaN): columns "
+                f"{', '.join(map(str, empty[:10]))}. Drop them before fitting."
+            )
+        c = self.columns.mean  # observed means, pilot coordinates
+        column_variance = np.maximum(self.columns.second / count, 0.0)
+        n_c = self.complete.count
+        delta = self.complete.mean - c
+        complete = (n_c, n_c * delta, self.complete.second + n_c * np.outer(delta, delta))
+        # x' = x - m * c on the observed entries (m the mask): expand the products
+        s1, s2, g, h, m = self.sums
+        start_x = s1 - m * c
+        start_xx = s2 - g * c[None, :] - c[:, None] * g.T + c[:, None] * h * c[None, :]
+        return self.pilot + c, column_variance, complete, (start_x, start_xx), m
+
+
+def _summarise_chunk(X, pilot, offset):
+    """The summary of one chunk of raw rows (float64), rows numbered from ``offset``."""
+    if np.isinf(X).any():
+        raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
+    mask = ~np.isnan(X)
+    observed_rows = mask.any(axis=1)
+    if not observed_rows.all():
+        empty = offset + np.flatnonzero(~observed_rows)
+        raise ValueError(
+            f"X has row(s) with every entry missing (NaN): rows "
+            f"{', '.join(map(str, empty[:10]))}. Drop them; they carry no information."
+        )
+    Xp = np.where(mask, X - pilot, 0.0)
+    count = mask.sum(axis=0).astype(np.float64)
+    mean = Xp.sum(axis=0) / np.where(count > 0, count, 1.0)
+    second = np.where(mask, Xp - mean, 0.0)
+    columns = Moments(count, mean, np.einsum("ij,ij->j", second, second))
+    complete = mask.all(axis=1)
+    Xz, m = Xp[~complete], mask[~complete].astype(np.float64)
+    sums = [Xz.sum(axis=0), Xz.T @ Xz, Xz.T @ m, m.T @ m, m.sum(axis=0)]
+    rows = offset + np.flatnonzero(~complete)
+    return columns, block_moments(Xp[complete]), int(Xz.shape[0]), sums, rows
+
+
+def _pilot(first):
+    mask = ~np.isnan(first)
+    count = mask.sum(axis=0)
+    total = np.where(mask, first, 0.0).sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+
+
+def summarise_gaussian(source: RowChunks) -> GaussianSummary:
+    """One pass over ``source`` (sequential chunks, or Dask blocks in parallel)."""
+    d = source.shape[1]
+    if source.dask:
+        blocks = source.source.to_delayed().ravel()
+        pilot = _pilot(np.asarray(blocks[0].compute(), np.float64))
+        offsets = np.concatenate([[0], np.cumsum(source.source.chunks[0])[:-1]])
+        import dask
+
+        parts = dask.compute(
+            *[
+                dask.delayed(_summarise_block)(b, pilot, int(o))
+                for b, o in zip(blocks, offsets, strict=True)
+            ]
+        )
+    else:
+        slices = source.slices()
+        parts = []
+        pilot = None
+        for start, stop in slices:
+            X = source.read(start, stop)
+            if pilot is None:
+                pilot = _pilot(X)
+            parts.append(_summarise_chunk(X, pilot, start))
+    summary = GaussianSummary(d, pilot)
+    for part in parts:
+        summary.add(part)
+    return summary
+
+
+def _summarise_block(block, pilot, offset):
+    return _summarise_chunk(np.asarray(block, np.float64), pilot, offset)
+
+
+# ----------------------------------------------------------------------------- E-step
+
+
+def _gaussian_rows(X, *, W, mu, precision, scale, shift, dtype, rows_per_call):
+    """Regression statistics and log-likelihood of the rows of X (raw, float64) that
+    have missing entries, by the jitted chunk function at ``rows_per_call`` rows."""
+    mask = ~np.isnan(X)
+    keep = ~mask.all(axis=1)
+    mask = mask[keep].astype(np.float64)
+    Xz = np.where(mask > 0, (X[keep] - shift) / scale, 0.0)
+    K1 = W.shape[1] + 1
+    d = X.shape[1]
+    total = [np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1)), np.zeros(())]
+    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
+        for start in range(0, Xz.shape[0], rows_per_call):
+            rows = np.zeros((rows_per_call, d), dtype)
+            part = np.zeros((rows_per_call, d), dtype)
+            piece = Xz[start : start + rows_per_call]
+            rows[: len(piece)] = piece
+            part[: len(piece)] = mask[start : start + rows_per_call]
+            stats, loglik = _chunk_stats_jit(W, mu, precision, rows, part)
+            for i, leaf in enumerate((*stats, loglik)):
+                total[i] = total[i] + np.asarray(leaf, np.float64)
+    return tuple(total[:4]), total[4]
+
+
+class GaussianRowsPass:
+    """The host side of the E-step for rows with missing entries (see
+    :func:`latentlab.inference.chunked.host_sum`)."""
+
+    def __init__(self, source: RowChunks, shift, summary: GaussianSummary, dtype):
+        self.source = source
+        self.shift = shift
+        # per chunk: a read spans at most one chunk of the source (a memmap's pages
+        # touched by one fancy index stay resident until released)
+        self.missing_rows = [rows for rows in summary.missing_rows if len(rows)]
+        self.dtype = np.dtype(dtype)
+        self.blocks = source
+        if source.dask and 0 < len(summary.parts_with_missing) < source.source.numblocks[0]:
+            # Dask: only the blocks that hold rows with missing entries
+            blocks = source.source.blocks[summary.parts_with_missing]
+            self.blocks = RowChunks(blocks, chunk_size=source.chunk_size)
+
+    def reduce(self, name, W, mu, precision, scale):
+        assert name == "gaussian_rows"
+        block_fn = partial(
+            _gaussian_rows,
+            W=W.astype(self.dtype),
+            mu=mu.astype(self.dtype),
+            precision=precision.astype(self.dtype),
+            scale=np.asarray(scale, np.float64),
+            shift=self.shift,
+            dtype=self.dtype,
+            rows_per_call=min(self.source.chunk_size, E_STEP_ROWS),
+        )
+        if self.source.dask:
+            d, K1 = W.shape[0], W.shape[1] + 1
+            template = (
+                (np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1))),
+                np.zeros(()),
+            )
+            stats, loglik = self.blocks.map_reduce(block_fn, template)
+            return tuple(stats), loglik
+        stats, loglik = None, 0.0
+        for rows in self.missing_rows:
+            more, more_ll = block_fn(self.source.take(rows))
+            stats = (
+                more if stats is None else tuple(a + b for a, b in zip(stats, more, strict=True))
+            )
+            loglik = loglik + more_ll
+        return stats, loglik
+
+
+# ----------------------------------------------------------------------------- fit
+
+
+def _forget_feature_names(est, d):
+    est.n_features_in_ = d
+    if hasattr(est, "feature_names_in_"):
+        del est.feature_names_in_
+
+
+def fit_gaussian_latent(est, source: RowChunks):
+    """``est.fit`` (PPCA, FactorAnalysis, BayesianPCA) on a chunked source."""
+    name = type(est).__name__
+    n, d = source.shape
+    if n < 2:
+        raise ValueError(f"{name} needs at least 2 samples, got n_samples={n}")
+    if est.method not in ("em", "closed_form"):
+        raise ValueError(
+            f"{name}(method={est.method!r}) needs X in memory; out-of-core and Dask "
+            "inputs are fitted by method='em'"
+        )
+    if isinstance(est.n_components, str):
+        raise ValueError(f"{name}(n_components={est.n_components!r}) needs X in memory")
+    K = est._check_settings(n, d)
+    summary = summarise_gaussian(source)
+    shift, column_variance, complete, start, counts = summary.about_mean()
+    _forget_feature_names(est, d)
+    with est._precision():
+        dtype = jax.dtypes.canonicalize_dtype(np.float64)
+        rows_pass = GaussianRowsPass(source, shift, summary, dtype)
+        with register(rows_pass) as token:
+            rows = None
+            if summary.n_missing_rows:
+                rows = OutOfCoreRows(
+                    token=token,
+                    n_rows=np.asarray(summary.n_missing_rows, np.int32),
+                    scale=np.ones(d, dtype),
+                    count=np.asarray(counts, dtype),
+                    start_sum_x=np.asarray(start[0], dtype),
+                    start_sum_xx=np.asarray(start[1], dtype),
+                )
+            n_c, sum_x, sum_xx = complete
+            data = GaussianData(
+                CompleteSummary(
+                    np.asarray(n_c, dtype), np.asarray(sum_x, dtype), np.asarray(sum_xx, dtype)
+                ),
+                np.zeros((0, 32, d), dtype),
+                np.zeros((0, 32, d), dtype),
+                rows,
+            )
+            missing = True if summary.n_missing_rows else None
+            est._fit_summarised(data, n, K, column_variance, shift, X=None, mask=missing)
+    return est
+
+
+# ----------------------------------------------------------------------------- mixture
+
+
+def _gmm_rows(X, *, params, shift, unit, covariance_type, dtype, rows_per_call):
+    """Mixture statistics (count, sum_dx, sum_dxx) and log-likelihood of the rows of X
+    (raw, float64), standardised as the in-memory fit does; complete rows and rows
+    with missing entries by their jitted chunk functions at fixed row counts."""
+    from latentlab.models import gmm
+
+    observed = ~np.isnan(X)
+    Z = np.where(observed, (X - shift) / unit, 0.0)
+    complete = observed.all(axis=1)
+    d = X.shape[1]
+    complete_rows, missing_rows = rows_per_call
+    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
+        shapes = jax.eval_shape(
+            partial(gmm._complete_chunk, covariance_type=covariance_type),
+            params,
+            np.zeros((complete_rows, d), dtype),
+            np.zeros(complete_rows, dtype),
+        )
+        total = [np.zeros(leaf.shape) for leaf in jax.tree.leaves(shapes)]
+
+        def add(fn, rows, *arrays):
+            for start in range(0, arrays[0].shape[0], rows):
+                padded = []
+                for a in arrays:
+                    part = np.zeros((rows, *a.shape[1:]), dtype)
+                    piece = a[start : start + rows]
+                    part[: len(piece)] = piece
+                    padded.append(part)
+                out = fn(params, *padded, covariance_type=covariance_type)
+                for i, leaf in enumerate(jax.tree.leaves(out)):
+                    total[i] = total[i] + np.asarray(leaf, np.float64)
+
+        add(gmm._complete_chunk, complete_rows, Z[complete], np.ones(int(complete.sum())))
+        add(gmm._missing_chunk, missing_rows, Z[~complete], observed[~complete])
+    return total
+
+
+class MixtureRowsPass:
+    """The host side of the mixture's E-step: every row, every iteration."""
+
+    def __init__(self, source: RowChunks, shift, unit, covariance_type, dtype):
+        from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
+
+        self.source = source
+        self.shift, self.unit = shift, unit
+        self.covariance_type = covariance_type
+        self.dtype = np.dtype(dtype)
+        size = source.chunk_size
+        self.rows_per_call = (min(size, CHUNK), min(size, MISSING_CHUNK[covariance_type]))
+
+    def reduce(self, name, weights, means, scale):
+        from latentlab.models import gmm
+
+        assert name == "gmm_rows"
+        params = gmm.Params(*(np.asarray(a, self.dtype) for a in (weights, means, scale)))
+        block_fn = partial(
+            _gmm_rows,
+            params=params,
+            shift=self.shift,
+            unit=self.unit,
+            covariance_type=self.covariance_type,
+            dtype=self.dtype,
+            rows_per_call=self.rows_per_call,
+        )
+        if self.source.dask:
+            template = block_fn(np.zeros((0, self.source.shape[1])))
+            return self.source.map_reduce(block_fn, template)
+        total = None
+        for start, stop in self.source.slices():
+            out = block_fn(self.source.read(start, stop))
+            total = out if total is None else [a + b for a, b in zip(total, out, strict=True)]
+        return total
+
+
+def fit_mixture(est, source: RowChunks, previous):
+    """``GaussianMixture.fit`` on a chunked source: EM over every row each iteration
+    (responsibilities), starts from the first chunk's rows unless ``weights_init``,
+    ``means_init`` and ``precisions_init`` are all given (or ``warm_start``)."""
+    from sklearn.utils.validation import check_random_state
+
+    from latentlab.estimators._gmm_programs import CHUNK
+    from latentlab.estimators._rows import pad_rows, padded_size
+    from latentlab.models import gmm
+
+    n, d = source.shape
+    if est.method != "em":
+        raise ValueError(
+            f"GaussianMixture(method={est.method!r}) needs X in memory; out-of-core and "
+            "Dask inputs are fitted by method='em'"
+        )
+    _forget_feature_names(est, d)
+    K = est._check_settings(n, d)
+    summary = summarise_gaussian(source)
+    columns = summary.columns
+    shift = summary.about_mean()[0]
+    # the feature scale from the observed centred sums of squares (as in memory)
+    unit = est._feature_scale(np.sqrt(columns.second)[None, :], columns.count[None, :])
+    if previous is None:
+        weights, means, scale = est._user_init(K, d, shift, unit)
+    else:
+        weights, means, scale = est._warm_init(previous, K, d, shift, unit)
+    first = source.read(0, min(n, source.chunk_size))
+    observed = ~np.isnan(first)
+    Z = np.where(observed, (first - shift) / unit, 0.0)
+    m = Z.shape[0]
+    rng = check_random_state(est.random_state)
+    need_resp = weights is None or means is None or scale is None
+    n_starts = est.n_init if previous is None else 1
+    rows = int(np.prod(padded_size(m, CHUNK)))
+    with est._precision():
+        dtype = np.dtype(est.dtype)
+        reg = est._variance_floor(unit, dtype).astype(dtype)
+        resp = est._start_responsibilities(Z, K, need_resp, n_starts, (rows, K), rng, dtype)
+        start_data = (
+            pad_rows(Z, rows).astype(dtype),
+            pad_rows(np.ones(m), rows).astype(dtype),
+            resp,
+            np.ones(K, bool),
+            *est._given_start(weights, means, scale, K, K, dtype),
+        )
+        rows_pass = MixtureRowsPass(source, shift, unit, est.covariance_type, dtype)
+        with register(rows_pass) as token:
+            # one all-padding chunk in the program; every row comes from the host
+            data = gmm.GMMData(
+                np.zeros((1, 8, d), dtype),
+                np.zeros((1, 8), dtype),
+                np.zeros((0, 1, d), dtype),
+                np.zeros((0, 1, d), dtype),
+                token,
+            )
+            params, trace, converged, objective, breakdown = est._run_em_program(
+                start_data, data, reg, n
+            )
+        fitted = {name: np.asarray(v) for name, v in params._asdict().items()}
+    result = (fitted, trace, converged, objective, breakdown)
+    counts = columns.count
+    return est._store_fit(*result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None)
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def map_row_output(est, method, X, n_columns=None):
+    """``method`` (a bound estimator method on NumPy rows) over a Dask array's row
+    blocks: a Dask array of shape (n,) or (n, n_columns)."""
+    n_features = est.n_features_in_
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2-D array (n_samples, n_features), got shape {X.shape}")
+    if X.shape[1] != n_features:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
+            f"{n_features} features as input."
+        )
+    X = X.rechunk({1: -1})
+    if n_columns is None:
+        return X.map_blocks(_apply, method, drop_axis=1, dtype=np.float64)
+    return X.map_blocks(_apply, method, chunks=(X.chunks[0], (n_columns,)), dtype=np.float64)
+
+
+def _apply(block, method):
+    return method(np.asarray(block, np.float64))
+
+
+def map_imputation(est, X, return_std: bool):
+    """``est.impute`` over a Dask array's row blocks: the filled array, and with
+    ``return_std`` the conditional standard deviations (each a Dask array)."""
+    d = est.n_features_in_
+    filled = map_row_output(est, est.impute, X, n_columns=d)
+    if not return_std:
+        return filled
+    std = map_row_output(est, partial(_imputation_std, est), X, n_columns=d)
+    return filled, std
+
+
+def _imputation_std(est, block):
+    return est.impute(block, return_std=True)[1]

@@ -1,0 +1,168 @@
+"""NMF against scikit-learn from the same starts, and KL-NMF against pLSA (one KL update)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import decomposition
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import check_estimator
+
+import latentlab
+
+RNG = np.random.default_rng(0)
+K = 3
+# counts from a planted non-negative rank-3 model: a well-separated optimum
+X = RNG.poisson(5 * RNG.gamma(1.0, 1.0, (60, K)) @ RNG.gamma(1.0, 1.0, (K, 20))).astype(float)
+W0 = RNG.uniform(0.1, 1.0, (60, K))
+H0 = RNG.uniform(0.1, 1.0, (K, 20))
+FROBENIUS, KL = "frobenius", "kullback-leibler"
+
+# check_estimator: every check passes (none expected to fail).
+NMF_EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+
+
+def _pair(**settings):
+    """(scikit-learn's fit, ours) from the custom start (W0, H0), warnings silenced."""
+    settings = dict(n_components=K, init="custom", **settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = decomposition.NMF(**settings)
+        ref_W = ref.fit_transform(X, W=W0.copy(), H=H0.copy())
+        ours = latentlab.NMF(**settings)
+        W = ours.fit_transform(X, W=W0, H=H0)
+    return ref, ref_W, ours, W
+
+
+@pytest.mark.parametrize(
+    "loss, solver",
+    [(FROBENIUS, "mu"), (FROBENIUS, "cd"), (KL, "mu")],
+    ids=["fro-mu", "fro-cd", "kl-mu"],
+)
+def test_reaches_sklearn_objective_from_the_same_start(loss, solver):
+    # KL: our "mu" path is the EM step, scikit-learn's the alternating updates; both
+    # must reach the same optimum.  Frobenius: the same algorithms as scikit-learn's.
+    max_iter = 2000 if (loss, solver) == (FROBENIUS, "mu") else 20000  # same algorithm
+    ref, _, ours, W = _pair(beta_loss=loss, solver=solver, tol=1e-10, max_iter=max_iter)
+    assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-6)
+    # the reported error is the loss at the returned factors
+    WH = W @ ours.components_
+    if loss == FROBENIUS:
+        expected = np.linalg.norm(X - WH)
+    else:
+        expected = np.sqrt(
+            2 * np.sum(np.where(X > 0, X * np.log(np.where(X > 0, X, 1) / WH), 0) - X + WH)
+        )
+    assert ours.reconstruction_err_ == pytest.approx(expected, rel=1e-10)
+    if solver == "cd":  # the same algorithm: the same iterates and iteration count
+        assert ours.n_iter_ == ref.n_iter_
+        np.testing.assert_allclose(ours.components_, ref.components_, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("l1_ratio", [0.0, 1.0])
+@pytest.mark.parametrize(
+    "loss, solver",
+    [(FROBENIUS, "mu"), (FROBENIUS, "cd"), (KL, "mu")],
+    ids=["fro-mu", "fro-cd", "kl-mu"],
+)
+def test_regularisation_as_sklearn(loss, solver, l1_ratio):
+    # scikit-learn's penalty scaling (alpha_W by n_features, alpha_H="same" by n_samples)
+    # and updates: from the same start the same factors after the same iterations
+    settings = dict(beta_loss=loss, solver=solver, tol=0.0, max_iter=300, l1_ratio=l1_ratio)
+    ref, ref_W, ours, W = _pair(alpha_W=0.05, **settings)
+    np.testing.assert_allclose(W, ref_W, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(ours.components_, ref.components_, rtol=1e-7, atol=1e-9)
+    assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
+    # and the penalty does move the fit (by far more than the agreement above)
+    plain_W = _pair(**settings)[3]
+    assert np.max(np.abs(W - plain_W)) > 1e-3 * np.max(np.abs(W))
+
+
+@pytest.mark.parametrize("init", ["nndsvd", "nndsvda", "nndsvdar", "random"])
+def test_starts_equal_sklearns(init):
+    # X has 12 columns: K + 10 oversamples span them, so scikit-learn's randomized SVD
+    # is exact and so is ours; one "cd" iteration from each start must then agree
+    Xs = X[:, :12]
+    settings = dict(n_components=K, init=init, solver="cd", max_iter=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = decomposition.NMF(**settings)
+        ref_W = ref.fit_transform(Xs)
+        ours = latentlab.NMF(**settings)
+        W = ours.fit_transform(Xs)
+    np.testing.assert_allclose(W, ref_W, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(ours.components_, ref.components_, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_kl_nmf_and_plsa_give_the_same_topics_from_the_same_start():
+    # pLSA's EM step is the KL-NMF update of W = diag(N) theta, H = Phi followed by
+    # normalisation (Gaussier & Goutte 2005): the same iterates, from one function
+    counts = X[:, :16]  # dense counts: pLSA's dense E-step, the shared update
+    assert np.mean(counts > 0) > 0.3
+    theta0 = W0 / W0.sum(axis=1, keepdims=True)
+    phi0 = H0[:, :16] / H0[:, :16].sum(axis=1, keepdims=True)
+    lengths = counts.sum(axis=1, keepdims=True)
+    steps = 60
+    nmf = latentlab.NMF(K, init="custom", solver="mu", beta_loss=KL, tol=0.0, max_iter=steps)
+    W = nmf.fit_transform(counts, W=lengths * theta0, H=phi0)
+    plsa = latentlab.PLSA(
+        K,
+        accelerate=False,
+        tol=0.0,
+        max_iter=steps,
+        doc_topic_init=theta0,
+        topic_word_init=phi0,
+    ).fit(counts)
+    topics = nmf.components_ / nmf.components_.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(topics, plsa.components_, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(W.sum(axis=1), lengths[:, 0], rtol=1e-10)
+
+
+def test_transform_and_inverse_transform_as_sklearn():
+    ref, _, ours, W = _pair(beta_loss=FROBENIUS, solver="cd", tol=1e-10, max_iter=2000)
+    Xnew = X[:7] + 1.0
+    np.testing.assert_allclose(ours.transform(Xnew), ref.transform(Xnew), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ours.inverse_transform(W), W @ ours.components_)
+    ref_mu, _, ours_mu, _ = _pair(beta_loss=KL, solver="mu", alpha_W=0.01, tol=1e-10, max_iter=2000)
+    np.testing.assert_allclose(ours_mu.components_, ref_mu.components_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        ours_mu.transform(Xnew), ref_mu.transform(Xnew), rtol=1e-5, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize(
+    "settings, fit_args, match",
+    [
+        (dict(), dict(X=-X), "Negative values"),
+        (dict(), dict(X=np.where(X > 3, np.nan, X)), "NaN"),
+        (dict(init="custom"), dict(), "needs W"),
+        (dict(init="custom"), dict(W=W0, H=H0[:, :5]), r"H must have shape \(3, 20\)"),
+        (dict(init="custom"), dict(W=W0[:5], H=H0), r"W must have shape \(60, 3\)"),
+        (dict(init="custom"), dict(W=-W0, H=H0), "W contains negative"),
+        (dict(solver="cd", beta_loss=KL), dict(), "solver='cd' handles beta_loss='frobenius'"),
+        (dict(beta_loss="itakura-saito", solver="mu"), dict(), "Unknown beta_loss"),
+        (dict(solver="als"), dict(), "Unknown solver"),
+        (dict(init="svd"), dict(), "Unknown init"),
+        (dict(l1_ratio=2.0), dict(), "l1_ratio must be in"),
+        (dict(alpha_W=-1.0), dict(), "alpha_W must be"),
+        (dict(n_components=0), dict(), "n_components must be"),
+        (dict(n_components=30, init="nndsvd"), dict(), "min\\(n_samples, n_features\\)"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(settings, fit_args, match):
+    data = fit_args.pop("X", X)
+    settings.setdefault("n_components", K)
+    with pytest.raises(ValueError, match=match):
+        latentlab.NMF(**settings).fit(data, **fit_args)
+
+
+def test_check_estimator():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # init="random" (drawn on the host): the NNDSVD program would compile for every
+        # shape the checks use (+6 s); test_starts_equal_sklearns covers it
+        estimator = latentlab.NMF(n_components=2, init="random", max_iter=500)
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert set(failed) == set(NMF_EXPECTED_FAILED_CHECKS), failed

@@ -1,0 +1,224 @@
+"""Exact EM over row chunks (issue 20): memmaps, row-sliceable stores and Dask arrays
+give the in-memory fit -- parameters and trace -- to round-off."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import latentlab
+from latentlab.inference.chunked import RowChunks, block_moments, merge_moments, row_source
+
+N, D = 1000, 6  # N is not a multiple of any chunk size used here
+RTOL = 1e-10
+
+
+def _planted(seed=0):
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(N, 2))
+    W = rng.normal(size=(2, D))
+    X = Z @ W + 0.5 * rng.normal(size=(N, D)) + np.arange(D)
+    X[rng.random((N, D)) < 0.1] = np.nan
+    return X
+
+
+def _mixture(seed=1):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=1.5, size=(3, D))
+    X = centres[rng.integers(0, 3, N)] + rng.normal(size=(N, D))
+    X[rng.random((N, D)) < 0.1] = np.nan
+    start = {
+        "weights_init": np.full(3, 1 / 3),
+        "means_init": centres + rng.normal(scale=1.0, size=(3, D)),
+        "precisions_init": np.stack([np.eye(D)] * 3),
+    }
+    return X, start
+
+
+def _assert_same_fit(a, b, shift=0.0):
+    """Same parameters (each array to RTOL of its scale) and the same trace."""
+    assert a.n_iter_ == b.n_iter_
+    for name, value in a.params_.items():
+        other = b.params_[name] - (shift if name in ("mu", "means") else 0.0)
+        scale = max(1.0, np.max(np.abs(value)))
+        assert np.max(np.abs(value - other)) <= RTOL * scale, name
+    trace = a.log_likelihoods_
+    np.testing.assert_allclose(b.log_likelihoods_, trace, rtol=RTOL, atol=0)
+
+
+@pytest.fixture(scope="module")
+def mixture():
+    """Data with NaN, the user's start, and the in-memory fit from it."""
+    X, start = _mixture()
+    return X, start, latentlab.GaussianMixture(3, random_state=0, **start).fit(X)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return _planted()
+
+
+@pytest.fixture(scope="module")
+def memmap(planted, tmp_path_factory):
+    path = tmp_path_factory.mktemp("scale") / "X.dat"
+    X = np.memmap(path, dtype=np.float64, mode="w+", shape=planted.shape)
+    X[:] = planted
+    X.flush()
+    return np.memmap(path, dtype=np.float64, mode="r", shape=planted.shape)
+
+
+@pytest.fixture(scope="module")
+def in_memory(planted):
+    return {
+        cls: cls(2, random_state=0).fit(planted)
+        for cls in (latentlab.PPCA, latentlab.FactorAnalysis)
+    }
+
+
+def test_merge_moments_is_chan_update():
+    X = np.random.default_rng(3).normal(size=(101, 3)) + 1e6
+    merged = merge_moments(block_moments(X[:37]), block_moments(X[37:]))
+    centred = X - X.mean(axis=0)
+    np.testing.assert_allclose(merged.mean, X.mean(axis=0), rtol=1e-15)
+    np.testing.assert_allclose(merged.second, centred.T @ centred, rtol=1e-9)
+
+
+def test_memmap_route_is_chosen_by_type_and_size(memmap):
+    assert row_source(np.asarray(memmap)) is None  # an in-memory array
+    assert row_source(memmap) is None  # a small memmap is read into memory
+    assert isinstance(row_source(memmap, min_bytes=0), RowChunks)
+    assert row_source(RowChunks(memmap, chunk_size=7)).chunk_size == 7
+
+
+@pytest.mark.parametrize("cls", ["PPCA", "FactorAnalysis"])
+def test_memmap_fit_equals_in_memory_fit(cls, memmap, in_memory):
+    cls = getattr(latentlab, cls)
+    chunked = cls(2, random_state=0).fit(RowChunks(memmap, chunk_size=300))
+    _assert_same_fit(in_memory[cls], chunked)
+    assert chunked.n_features_in_ == D
+    # fitted from a memmap, the model scores in-memory data as usual
+    X = np.asarray(memmap[:50])
+    np.testing.assert_allclose(chunked.score_samples(X), in_memory[cls].score_samples(X), rtol=1e-9)
+
+
+def test_result_does_not_depend_on_chunk_size(planted, in_memory):
+    for size in (97, 300, 1024):
+        fit = latentlab.PPCA(2, random_state=0).fit(RowChunks(planted, chunk_size=size))
+        _assert_same_fit(in_memory[latentlab.PPCA], fit)
+
+
+def test_bayesian_pca_chunked_equals_in_memory(planted):
+    X = planted[~np.isnan(planted).any(axis=1)]  # complete rows: summarised once
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "kept all components"
+        a = latentlab.BayesianPCA(2, random_state=0).fit(X)
+        b = latentlab.BayesianPCA(2, random_state=0).fit(RowChunks(X, chunk_size=100))
+    _assert_same_fit(a, b)
+
+
+def test_column_mean_of_1e8_survives(planted):
+    shifted = planted + 1e8
+    back = shifted - 1e8  # exact: the data the shifted array actually holds
+    a = latentlab.FactorAnalysis(2, random_state=0).fit(back)
+    b = latentlab.FactorAnalysis(2, random_state=0).fit(RowChunks(shifted, chunk_size=300))
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose(b.log_likelihoods_, a.log_likelihoods_, rtol=RTOL, atol=0)
+    for name in ("W", "psi"):
+        np.testing.assert_allclose(b.params_[name], a.params_[name], rtol=0, atol=1e-9)
+    # mu near 1e8 is held to its float64 spacing (1.5e-8)
+    np.testing.assert_allclose(b.params_["mu"] - 1e8, a.params_["mu"], rtol=0, atol=1e-7)
+
+
+def test_gaussian_mixture_chunked_equals_in_memory(mixture):
+    X, start, a = mixture
+    assert a.n_iter_ >= 3  # EM has work to do: the comparison is not of the start
+    b = latentlab.GaussianMixture(3, random_state=0, **start).fit(RowChunks(X, chunk_size=300))
+    _assert_same_fit(a, b)
+    np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=RTOL)
+
+
+def test_dask_threaded_fits_equal_in_memory(planted, in_memory, mixture):
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    X, start, a = mixture
+    with dask.config.set(scheduler="threads"):
+        # column chunks are rechunked to whole rows
+        dX = da.from_array(planted, chunks=(300, 4))
+        for cls in (latentlab.PPCA, latentlab.FactorAnalysis):
+            fit = cls(2, random_state=0).fit(dX)
+            _assert_same_fit(in_memory[cls], fit)
+        scores = fit.score_samples(dX)
+        latent = fit.transform(dX)
+        assert isinstance(scores, da.Array) and isinstance(latent, da.Array)
+        np.testing.assert_allclose(scores.compute(), fit.score_samples(planted), rtol=1e-12)
+        np.testing.assert_allclose(latent.compute(), fit.transform(planted), rtol=1e-12)
+        filled = fit.impute(dX)
+        assert isinstance(filled, da.Array)
+        np.testing.assert_allclose(filled.compute(), fit.impute(planted), rtol=1e-12)
+
+        b = latentlab.GaussianMixture(3, random_state=0, **start).fit(
+            da.from_array(X, chunks=(300, D))
+        )
+        _assert_same_fit(a, b)
+        scores = b.score_samples(da.from_array(X, chunks=(300, D)))
+        np.testing.assert_allclose(scores.compute(), b.score_samples(X), rtol=1e-12)
+
+
+def test_bad_input_is_refused(planted, in_memory):
+    with pytest.raises(ValueError, match="2-D"):
+        RowChunks(np.zeros((4, 3, 2)))
+    with pytest.raises(ValueError, match="2-D"):
+        latentlab.PPCA(1).fit(RowChunks(np.zeros(5)))
+    with pytest.raises(ValueError, match="chunk_size"):
+        RowChunks(planted, chunk_size=0)
+    with pytest.raises(ValueError, match="method='em'"):
+        latentlab.PPCA(1, method="svi").fit(RowChunks(planted))
+    bad = planted.copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError, match="every entry missing"):
+        latentlab.PPCA(1).fit(RowChunks(bad, chunk_size=100))
+    bad[5] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        latentlab.PPCA(1).fit(RowChunks(bad, chunk_size=100))
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match="2-D"):
+        latentlab.PPCA(1).fit(da.zeros((10, 3, 2)))
+    with pytest.raises(ValueError, match="features"):
+        in_memory[latentlab.PPCA].score_samples(da.zeros((10, D + 1)))
+
+
+def test_latentlab_works_without_dask():
+    code = (
+        "import sys; sys.modules['dask'] = None\n"
+        "import numpy as np, latentlab\n"
+        "from latentlab.inference.chunked import RowChunks, row_source\n"
+        "assert row_source(np.zeros((3, 2))) is None\n"
+        "import latentlab.estimators._chunked\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("LATENTLAB_DISTRIBUTED_TESTS"),
+    reason="starts 2 worker processes (~10-30 s here); set LATENTLAB_DISTRIBUTED_TESTS=1",
+)
+def test_dask_distributed_local_cluster_fit_equals_in_memory(planted, in_memory):
+    da = pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        dX = da.from_array(planted, chunks=(300, D))
+        fit = latentlab.PPCA(2, random_state=0).fit(dX)
+        _assert_same_fit(in_memory[latentlab.PPCA], fit)
+        scores = fit.score_samples(dX).compute()
+    np.testing.assert_allclose(scores, fit.score_samples(planted), rtol=1e-12)
