@@ -191,6 +191,8 @@ def main():
     apply_thread_option(args.threads)
 
     import jax
+    import scipy.linalg  # noqa: F401  (load SciPy's OpenBLAS, which XLA's LAPACK calls
+    import sklearn.discriminant_analysis  # noqa: F401  use, so that the limit reaches it)
     from threadpoolctl import threadpool_info, threadpool_limits
 
     limits = threadpool_limits(1) if args.threads == 1 else None

@@ -4,8 +4,8 @@ Data: 2,000 x 1,000 Poisson counts from a planted non-negative rank-10 model
 (``--n``, ``--d``, ``--k``).  For each loss and solver both sides start from their
 own NNDSVDa (the same start up to the randomized SVD's round-off) and run with
 scikit-learn's defaults (``tol=1e-4``, ``max_iter=200``).  Then, "to the same
-objective": latentlab runs with ``tol=0`` and the fewest iterations (a multiple of 10,
-found untimed beforehand) whose error is at most scikit-learn's, so the ratio compares
+objective": latentlab runs with ``tol=0`` and the fewest iterations (found untimed
+beforehand, by bisection) whose error is at most scikit-learn's, so the ratio compares
 the time each needs to reach scikit-learn's objective.  Both sides run interleaved
 (A, B, A, B, ...); medians, the ratio latentlab / scikit-learn (< 1: latentlab is
 faster) and latentlab's first call (trace + compile + run) are printed, with the thread
@@ -78,14 +78,14 @@ def main():
 
         bench(f"NMF {loss} {solver}, sklearn defaults", ours, ref, args.repeats, compare, 44)
 
-        # the fewest iterations (multiple of 10) at which ours reaches sklearn's error
+        # the fewest iterations at which ours reaches sklearn's error
         target = ref()[0] * (1 + 1e-9)  # the same objective, to round-off
-        iterations = 10
+        iterations = 1
         while iterations < 20000 and ours(tol=0.0, max_iter=iterations)[0] > target:
             iterations *= 2
         low, high = iterations // 2, iterations
-        while high - low > 10:
-            middle = (low + high) // 20 * 10
+        while high - low > 1:
+            middle = (low + high) // 2
             if ours(tol=0.0, max_iter=middle)[0] > target:
                 low = middle
             else:

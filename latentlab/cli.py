@@ -1,41 +1,32 @@
-"""The ``latentlab`` command line: ``impute``, ``compare`` and ``demo``."""
+"""The ``latentlab`` command line: ``impute``, ``compare`` and ``demo``.
+
+This module runs the commands; their arguments are declared in
+:mod:`latentlab._cli_parser` and the CSV files are read and written by
+:mod:`latentlab._cli_tables`.
+"""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import csv
 import os
-import re
 import sys
-import tempfile
 import time
 import warnings
-from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
+from latentlab._cli_parser import _parser
+from latentlab._cli_parser import parse_ks as parse_ks  # re-exported: latentlab.cli.parse_ks
+from latentlab._cli_tables import (
+    InputError,
+    _check_paths,
+    _filled_table,
+    _numeric_columns_of,
+    _numeric_part,
+    _write,
+    read_table,
+)
+
 __all__ = ["main", "run_demo"]
-
-DATASETS = ("wine", "digits", "breast_cancer", "diabetes")
-FAMILY_NAMES = ("ppca", "fa", "bpca", "gmm")
-DELIMITERS = ",;\t|"
-
-EXIT_CODES = """\
-exit status: 0 on success, 1 when the input cannot be used (missing or unparsable
-file, non-numeric or empty column, model failure; the reason is printed on stderr),
-2 for a malformed command line, 141 when the reader of standard output (e.g. head)
-closes it early. Two outputs may not name the same file, and no output but -o may
-name the input; files are replaced only once everything has been computed.
-
-Compiled XLA programs are cached in $LATENTLAB_CACHE_DIR (default
-~/.cache/latentlab/jax), so later runs on data of the same shape start faster; set
-LATENTLAB_CACHE_DIR= (empty) to switch the cache off."""
-
-
-class InputError(Exception):
-    """A problem with the user's input, reported as one line on stderr (exit 1)."""
 
 
 # -- demo ------------------------------------------------------------------------------
@@ -123,245 +114,6 @@ def run_demo(
     return table, report
 
 
-# -- reading data ----------------------------------------------------------------------
-
-
-def _delimiter(text: str) -> str:
-    return "\t" if text.lower() in ("tab", "\\t") else text
-
-
-class Table(NamedTuple):
-    """A CSV file as read: typed values, the cells' text, and how it was written."""
-
-    frame: object  # DataFrame with pandas' dtypes (unique column names)
-    text: object  # the same cells as strings (NaN where missing), for verbatim output
-    header: list  # the header row as written (duplicates kept)
-    delimiter: str
-    decimal: str
-
-
-def read_table(path, delimiter=None, na_values=None, decimal=".") -> Table:
-    """A CSV file as a :class:`Table` (the delimiter guessed when None).
-
-    Raises :class:`InputError` with a message a user can act on.
-    """
-    import pandas as pd
-
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"cannot read {str(path)!r}: no such file")
-    if path.is_dir():
-        raise InputError(f"cannot read {str(path)!r}: it is a directory, not a CSV file")
-    try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            sample = handle.read(65536)
-    except UnicodeDecodeError:
-        raise InputError(f"{str(path)!r} is not UTF-8 text; is it a CSV file?") from None
-    except OSError as err:
-        raise InputError(f"cannot read {str(path)!r}: {err.strerror}") from None
-    if not sample.strip():
-        raise InputError(f"{str(path)!r} is empty")
-    if delimiter is None:
-        # with decimal commas the field separator cannot be a comma
-        candidates = DELIMITERS.replace(decimal, "")
-        try:
-            delimiter = csv.Sniffer().sniff(sample, delimiters=candidates).delimiter
-        except csv.Error:
-            delimiter = candidates[0]
-    if delimiter == decimal:
-        raise InputError(f"--delimiter and --decimal are both {delimiter!r}; they must differ")
-    options = dict(sep=delimiter, na_values=na_values)
-    try:
-        frame = pd.read_csv(path, decimal=decimal, **options)
-        text = pd.read_csv(path, dtype=str, **options)
-    except pd.errors.ParserError as err:
-        reason = str(err).strip().splitlines()[-1]
-        raise InputError(
-            f"could not parse {str(path)!r} with delimiter {delimiter!r}: {reason}; "
-            "check --delimiter"
-        ) from None
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{str(path)!r} has no columns") from None
-    if frame.shape[1] < 2:
-        header = sample.splitlines()[0]
-        other = [c for c in DELIMITERS if c != delimiter and c in header]
-        hint = (
-            f"; the header contains {other[0]!r}: try --delimiter {other[0]!r}"
-            if other
-            else "; imputing needs at least 2 columns"
-        )
-        raise InputError(
-            f"{str(path)!r} has only {frame.shape[1]} column with delimiter {delimiter!r}{hint}"
-        )
-    if frame.shape[0] == 0:
-        raise InputError(f"{str(path)!r} has a header row but no data rows")
-    # pandas renames a repeated column "a" to "a.1"; the output keeps the header as written
-    header = next(csv.reader(sample.splitlines()[:1], delimiter=delimiter), [])
-    if len(header) != frame.shape[1]:
-        header = [str(c) for c in frame.columns]
-    return Table(frame, text, header, delimiter, decimal)
-
-
-# a number written with a decimal comma, e.g. "-1,5", "1.234,5", "2,5e-3"
-DECIMAL_COMMA = re.compile(r"[+-]?(\d+|\d{1,3}(\.\d{3})+)?(,\d+)?([eE][+-]?\d+)?")
-
-
-def _numeric_part(table: Table, exclude):
-    """The columns to model, after checking --exclude and refusing non-numeric ones."""
-    from pandas.api.types import is_complex_dtype, is_numeric_dtype
-
-    frame = table.frame
-    names = [str(c) for c in frame.columns]
-    unknown = [c for c in exclude if c not in names]
-    if unknown:
-        raise InputError(f"--exclude names column(s) not in the file: {unknown}")
-    repeated = [c for c in exclude if table.header.count(c) > 1]
-    if repeated:
-        raise InputError(
-            f"--exclude {repeated[0]!r} is ambiguous: the header has {repeated[0]!r} "
-            f"{table.header.count(repeated[0])} times; rename the columns"
-        )
-    keep = [c for c, name in zip(frame.columns, names, strict=True) if name not in exclude]
-    bad = [
-        str(c)
-        for c in keep
-        if not is_numeric_dtype(frame[c].dtype) or is_complex_dtype(frame[c].dtype)
-    ]
-    if bad and table.decimal != ",":
-        comma = [c for c in bad if _decimal_commas(table.text[c])]
-        if comma:
-            example = next(t for t in table.text[comma[0]].dropna() if "," in t)
-            raise InputError(
-                f"column(s) {comma} hold numbers written with a decimal comma (e.g. "
-                f"{example.strip()!r}): pass --decimal ','"
-            )
-    if bad:
-        shown = " ".join(f"'{c}'" for c in bad)
-        raise InputError(
-            f"non-numeric column(s) {bad}: latentlab models numbers only. Fix the values "
-            f"or copy those columns through unchanged with --exclude {shown}"
-        )
-    if len(keep) < 2:
-        raise InputError(f"need at least 2 numeric columns to model, got {len(keep)}")
-    return frame[keep]
-
-
-def _decimal_commas(texts) -> bool:
-    """Whether every cell is a number once its decimal comma is read as a point."""
-    cells = [t.strip() for t in texts.dropna()]
-    return (
-        any("," in t for t in cells)
-        and all(DECIMAL_COMMA.fullmatch(t) for t in cells)
-        and all(any(ch.isdigit() for ch in t) for t in cells)
-    )
-
-
-def _formatter(texts, decimal: str):
-    """Format numbers with the precision of a column's cells as written: as many
-    decimals as its most precise cell, or as many significant digits in
-    scientific notation if any cell uses an exponent."""
-    places, digits, scientific = 0, 1, False
-    for cell in texts.dropna():
-        mantissa, exponent, _ = cell.strip().lower().partition("e")
-        scientific |= bool(exponent)
-        whole, _, fraction = mantissa.lstrip("+-").partition(decimal)
-        places = max(places, len(fraction))
-        digits = max(digits, len((whole + fraction).lstrip("0")) or 1)
-    spec = f".{digits - 1}e" if scientific else f".{places}f"
-
-    def fmt(value: float) -> str:
-        return format(value, spec).replace(".", decimal)
-
-    return fmt
-
-
-def _filled_table(table: Table, data, filled, full_precision: bool):
-    """The output table: every cell as written in the input, except the imputed ones,
-    written with their column's precision (or in full: the shortest exact text)."""
-    out = table.text.copy()
-    for name in data.columns:
-        gaps = data[name].isna().to_numpy()
-        if not gaps.any():
-            continue
-        if full_precision:
-
-            def fmt(value, decimal=table.decimal):
-                return repr(float(value)).replace(".", decimal)
-
-        else:
-            fmt = _formatter(table.text[name][~gaps], table.decimal)
-        column = out[name].to_numpy(dtype=object)
-        column[gaps] = [fmt(v) for v in filled[name].to_numpy(dtype=np.float64)[gaps]]
-        out[name] = column
-    out.columns = table.header
-    return out
-
-
-def _check_paths(data, outputs, in_place=()):
-    """Refuse two outputs naming one file, or an output that is the input (except the
-    flags in ``in_place``: the input is read before anything is written).
-
-    ``outputs`` are (flag, path) pairs; '-' is standard output.  Paths are compared
-    after resolving links and '..', and by inode where both exist.
-    """
-    outputs = [(flag, path) for flag, path in outputs if path is not None]
-
-    def same(a, b):
-        if a == "-" or b == "-":
-            return a == b
-        if os.path.realpath(a) == os.path.realpath(b):
-            return True
-        try:
-            return os.path.samefile(a, b)
-        except OSError:  # one does not exist yet
-            return False
-
-    for i, (flag, path) in enumerate(outputs):
-        for flag2, path2 in outputs[:i]:
-            if same(path, path2):
-                where = "standard output" if path == "-" else f"the file {path2!r}"
-                raise InputError(
-                    f"{flag2} and {flag} both name {where}; give each output its own path"
-                )
-        if flag not in in_place and same(path, str(data)):
-            raise InputError(f"{flag} {path!r} is the input file; refusing to overwrite the data")
-
-
-def _write(frame, target, delimiter, decimal=".") -> None:
-    """Write a CSV table to a file, or to stdout for '-'.
-
-    A file is written to a temporary file beside it and renamed over the target, so
-    a failure never leaves a half-written file, and the input can be the output.
-    """
-    options = dict(index=False, sep=delimiter, decimal=decimal)
-    if str(target) == "-":
-        frame.to_csv(sys.stdout, **options)
-        return
-    target = Path(os.path.realpath(target))  # through symlinks: replace the file, not the link
-    if not target.parent.exists():
-        raise InputError(f"cannot write {str(target)!r}: folder {str(target.parent)!r} missing")
-    try:
-        mode = target.stat().st_mode & 0o7777  # keep an existing file's permissions
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    temp = None
-    try:
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            frame.to_csv(handle, **options)
-        os.chmod(temp, mode)
-        os.replace(temp, target)
-        temp = None
-    except OSError as err:
-        raise InputError(f"cannot write {str(target)!r}: {err.strerror}") from None
-    finally:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-
-
 # -- impute ----------------------------------------------------------------------------
 
 
@@ -413,48 +165,7 @@ def run_impute(args) -> int:
     return 0
 
 
-def _level(text: str) -> float:
-    """An interval probability strictly between 0 and 1, for argparse."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"level must be a number between 0 and 1, got {text!r}")
-    return value
-
-
-def _numeric_columns_of(table: Table, values):
-    """A float table shaped like the input: ``values``' columns, empty elsewhere
-    (columns excluded from the model), under the input's header."""
-    import pandas as pd
-
-    frame = table.frame
-    out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=np.float64)
-    for name in values.columns:
-        out[name] = values[name]
-    out.columns = table.header
-    return out
-
-
 # -- compare ---------------------------------------------------------------------------
-
-
-def parse_ks(text: str) -> list[int]:
-    """``"3"``, ``"1:10"`` (inclusive) or ``"1,2,5"`` as a list of positive integers."""
-    try:
-        if ":" in text:
-            low, high = (int(v) for v in text.split(":"))
-            values = list(range(low, high + 1))
-        else:
-            values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid K list {text!r}: use K, LOW:HIGH or K1,K2,..."
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"K must be positive integers, got {text!r}")
-    return values
 
 
 def run_compare(args) -> int:
@@ -540,161 +251,6 @@ def _discard_stdout() -> None:
 
 def _short_warning(message, category, filename, lineno, file=None, line=None):
     print(f"latentlab: warning: {message}", file=sys.stderr)
-
-
-def _input_options(sub) -> None:
-    sub.add_argument("data", help="CSV file with a header row; empty cells are missing")
-    sub.add_argument(
-        "--delimiter",
-        type=_delimiter,
-        default=None,
-        help="field separator (default: guessed among , ; tab |); write 'tab' for tabs",
-    )
-    sub.add_argument(
-        "--decimal",
-        choices=(".", ","),
-        default=".",
-        help="decimal mark of the numbers (default '.'); with ',' the field separator "
-        "is guessed among ; tab |",
-    )
-    sub.add_argument(
-        "--na-values",
-        nargs="+",
-        default=None,
-        metavar="TEXT",
-        help="extra cell texts meaning missing (empty, NA, NaN, null ... always do)",
-    )
-    sub.add_argument(
-        "--exclude",
-        nargs="+",
-        default=[],
-        metavar="COLUMN",
-        help="columns to leave out of the model and copy through unchanged (e.g. ids, names); "
-        "list them after the file name",
-    )
-    sub.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sub.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="latentlab",
-        description="Latent-variable models declared once in NumPyro, fitted by jit-compiled EM.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    impute = sub.add_parser(
-        "impute",
-        help="fill in the missing cells of a CSV file from a fitted latent-variable model",
-        description="Fill in the empty cells of a CSV file with their conditional mean "
-        "given the observed cells of the same row, under a latent-variable model fitted "
-        "to the observed cells (missing at random assumed). The output has exactly the "
-        "input's columns and rows; observed cells are unchanged.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _input_options(impute)
-    impute.add_argument(
-        "-o", "--output", required=True, help="where to write the filled CSV ('-' = stdout)"
-    )
-    impute.add_argument(
-        "--full-precision",
-        action="store_true",
-        help="write imputed cells in full (the shortest text that reads back as the exact "
-        "float64 value); by default each column's imputed cells get the precision of "
-        "its cells in the input (e.g. 2 decimals), and every other cell is copied as written",
-    )
-    impute.add_argument(
-        "--model",
-        choices=("auto", *FAMILY_NAMES),
-        default="auto",
-        help="ppca: probabilistic PCA; fa: factor analysis; bpca: Bayesian PCA (prunes "
-        "its own rank); gmm: Gaussian mixture; auto (default): choose family and K by "
-        "the held-out likelihood of masked cells",
-    )
-    impute.add_argument(
-        "-k",
-        type=int,
-        default=None,
-        metavar="K",
-        help="rank (number of components for gmm); with --model auto, PPCA and FA compete "
-        "at this rank; default: chosen from the data",
-    )
-    impute.add_argument(
-        "--std",
-        default=None,
-        metavar="FILE",
-        help="also write the conditional standard deviation of each cell (0 if observed)",
-    )
-    impute.add_argument(
-        "--interval",
-        nargs=2,
-        default=None,
-        metavar=("LOWER", "UPPER"),
-        help="also write the lower and upper ends of a central interval for each cell "
-        "(the cell itself if observed), calibrated so that it contains --level of "
-        "observed cells hidden and predicted from a refit",
-    )
-    impute.add_argument(
-        "--level",
-        type=_level,
-        default=0.9,
-        help="probability of the --interval intervals (default 0.9)",
-    )
-    impute.add_argument(
-        "--plug-in",
-        action="store_true",
-        help="--interval without calibration: the fitted model's own quantiles, which "
-        "ignore the uncertainty of its parameters (too narrow for few rows)",
-    )
-
-    compare = sub.add_parser(
-        "compare",
-        help="compare models and ranks by likelihood (AIC, BIC, cross-validated held-out)",
-        description="Fit each model at each K to a CSV file (missing cells allowed) and "
-        "print log-likelihood, number of free parameters, AIC, BIC and the K-fold "
-        "held-out log-likelihood per row with its standard error, best first.",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _input_options(compare)
-    compare.add_argument(
-        "--models",
-        nargs="+",
-        choices=FAMILY_NAMES,
-        default=["ppca", "fa"],
-        help="model families to fit (default: ppca fa)",
-    )
-    compare.add_argument(
-        "-k",
-        type=parse_ks,
-        default=None,
-        metavar="KS",
-        help="K values: K, LOW:HIGH (inclusive) or K1,K2,... (default 1:5)",
-    )
-    compare.add_argument("--folds", type=int, default=5, help="cross-validation folds")
-    compare.add_argument(
-        "--no-standardize",
-        action="store_true",
-        help="fit in the data's units (default: standardise each column first)",
-    )
-    compare.add_argument("-o", "--output", default=None, help="also write the table as CSV")
-
-    demo = sub.add_parser(
-        "demo",
-        help="fit PPCA for several K on bundled data, compare them and impute hidden entries",
-        description="Fit probabilistic PCA for K = 1..max-components on a data set bundled "
-        "with scikit-learn, print log-likelihood, BIC and K-fold held-out log-likelihood, "
-        "then hide entries at random, impute them and report RMSE and interval coverage.",
-    )
-    demo.add_argument("--dataset", choices=DATASETS, default="wine", help="bundled data set")
-    demo.add_argument("--max-components", type=int, default=10, help="largest K to fit")
-    demo.add_argument("--folds", type=int, default=5, help="cross-validation folds")
-    demo.add_argument("--missing", type=float, default=0.1, help="fraction of entries to hide")
-    demo.add_argument("--seed", type=int, default=0, help="random seed")
-    return parser
 
 
 def main(argv=None) -> int:

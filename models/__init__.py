@@ -8,7 +8,9 @@ find their way in the others:
 1. **Story** -- the module docstring: the generative process in formulas, the paper
    and equations it follows, and what EM maximises.
 2. **Params** (and **Hyper**) -- NamedTuples of the parameters and of the fixed
-   settings EM needs (variance floors, prior strengths, masks of padding).
+   settings EM needs (variance floors, prior strengths, masks of padding), and of
+   the data and statistics the steps exchange.  They come before the declaration
+   because the declaration and the steps are written in their terms.
 3. **Declaration** -- one NumPyro function (exported as ``model``), with the priors
    switched on or off by ``handlers.mask`` and missing entries handled exactly.  MAP,
    SVI, NUTS, sampling and ``log_likelihood`` all run on it; EM's objective equals
@@ -16,16 +18,35 @@ find their way in the others:
 4. **init** -- ``init_params`` (random starts) and, where one exists, a deterministic
    start (``init_from_pca``).
 5. **prepare** -- turning data into what the E-step reads (sufficient statistics,
-   chunks of rows with missing entries, corpora), on the host in NumPy.
+   chunks of rows with missing entries, corpora), on the host in NumPy: for the
+   Gaussian-latent models :func:`latentlab.models.gaussian_latent.summarise`; the
+   mixture's ``GMMData`` and pLSA's ``Corpus`` are built, padded to shape buckets, by
+   their estimators.
 6. **e_step** and **m_step** -- the pure functions the one EM driver
    (:func:`latentlab.inference.em.run_em`) iterates:
-   ``e_step(params, data, hyper) -> (stats, objective)``,
-   ``m_step(stats, params, hyper) -> params``.
+   ``e_step(params, data, hyper) -> (stats, objective)`` with ``stats`` sums over
+   rows, ``m_step(stats, params, hyper) -> params``; ``step_functions`` where static
+   variants (covariance type, tempering) must be the same objects every call.
 7. **Closed form** where one exists (PPCA's Tipping-Bishop solution), then the
    host-side algebra estimators report (covariances, conditionals, samples,
    rescaling, parameter counts).
 
-``gaussian_latent.py`` is not a model but the algebra PPCA, factor analysis,
-Bayesian PCA and supervised PCA share (posterior moments, the regression M-step, the
-PCA start, the padding of the latent dimension, the observed-data marginal).
+Each step's docstring names the equation it implements (Tipping & Bishop 1999 eq. ...,
+Bishop PRML 12.54 ...); docstrings cite papers and equations, never documents
+outside the repository.
+
+Algebra modules.  ``gaussian_latent.py`` is not a model but the algebra PPCA, factor
+analysis, Bayesian PCA and supervised PCA share (posterior moments, the regression
+M-step, the PCA start, the padding of the latent dimension, the observed-data
+marginal).  A model file stays under ~300 lines; where its algebra would take it past
+that, the algebra moves to a private module named after the model and what it holds
+(``_gmm_covariances.py``: every switch on the covariance type; ``_plsa_algebra.py``:
+the simplex and per-entry algebra pLSA's fit and fold-in share; ``_plsa_fold_in.py``:
+pLSA's fold-in of new documents).  A private module never imports its model module
+(only its types, for annotations); the model module imports it and re-exports its
+public names, so estimators and users import ``latentlab.models.<model>`` alone.  A
+file that stays longer says why at its top (``gmm.py``).
+
+``vae.py``, the variational autoencoder, has no EM: after the story come its
+networks, the declaration, the amortised guide and the ELBO that SVI maximises.
 """

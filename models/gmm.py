@@ -20,7 +20,8 @@ Covariances are kept as Cholesky factors, in the shape the covariance type needs
     spherical  (K,)       standard deviations,   Sigma_k = s_k^2 I
 
 EM (PRML 9.23-9.27) is written with statistics taken about the *current* means, so
-the M-step never forms a raw second moment minus mu mu^T (DESIGN section 9).
+the M-step never forms a raw second moment minus mu mu^T (which cancels catastrophically
+when the means are large against the spreads).
 
 The covariance-type algebra -- component densities and conditionals, the floored
 covariance of the M-step, and the host-side quantities estimators report

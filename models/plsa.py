@@ -45,6 +45,11 @@ The topic axis may carry padding topics (``Hyper.topic_mask``): zero columns of 
 which EM, fold-in and SQUAREM's extrapolation all leave at exactly zero, with no prior
 pseudo-counts or density, so that fits with nearby numbers of topics share one compiled
 program and reach the same parameters.
+
+The fold-in (theta of new documents, topics fixed) is in
+:mod:`latentlab.models._plsa_fold_in`, and the algebra the fit and the fold-in share
+(simplex, Dirichlet densities, per-entry expected counts, M-step normalisations) in
+:mod:`latentlab.models._plsa_algebra`; this module re-exports the fold-in's names.
 """
 
 from __future__ import annotations
@@ -56,11 +61,28 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.special import gammaln, xlogy
+from latentlab.models._plsa_algebra import (
+    doc_sum,
+    log_dirichlet,
+    onto_simplex,
+    onto_topics,
+    token_terms,
+    topic_mask,
+    update_phi,
+    update_theta,
+)
+from latentlab.models._plsa_fold_in import (
+    DocTopics,
+    FoldInHyper,
+    FoldInStats,
+    fold_in,
+    fold_in_e_step,
+    fold_in_hyper,
+    fold_in_m_step,
+)
 from numpyro import handlers
 
 from latentlab.closed_form.nmf import kl_multiplicative_terms
-from latentlab.inference.em import run_em
 
 __all__ = [
     "Params",
@@ -87,12 +109,6 @@ __all__ = [
 class Params(NamedTuple):
     theta: jax.Array  # (D, K) p(z | d), rows on the simplex
     phi: jax.Array  # (K, W) p(w | z), rows on the simplex
-
-
-class DocTopics(NamedTuple):
-    """What fold-in fits: the document-topic proportions alone, ``phi`` held fixed."""
-
-    theta: jax.Array  # (D, K)
 
 
 class Hyper(NamedTuple):
@@ -127,12 +143,6 @@ class Corpus(NamedTuple):
 class TopicStats(NamedTuple):
     doc_counts: jax.Array  # (D, K) n_dk = sum_w x_dw q_dwk (local to each document)
     word_counts: jax.Array  # (K, W) n_kw = sum_d x_dw q_dwk (a sum over documents)
-
-
-class FoldInStats(NamedTuple):
-    doc_counts: jax.Array  # (D, K)
-    doc_loglik: jax.Array  # (D,) sum_w x_dw log (theta_d Phi)_w, untempered, no coefficient
-    doc_objective: jax.Array  # (D,) each document's part of the objective that theta_d moves
 
 
 # ----------------------------------------------------------------------------- declaration
@@ -186,14 +196,6 @@ def plsa_model(
 model = plsa_model  # the name every model module exports for its declaration
 
 
-def n_parameters(n_documents: int, n_words: int, n_components: int) -> int:
-    """Free parameters: K(W - 1) for the topics plus D(K - 1) for the documents' mixtures.
-
-    The second term grows with the corpus: pLSA has one mixture per training document.
-    """
-    return n_components * (n_words - 1) + n_documents * (n_components - 1)
-
-
 def init_params(rng, n_documents: int, n_words: int, n_components: int) -> Params:
     """Random start: every theta_d and phi_k drawn from a flat Dirichlet (NumPy arrays).
 
@@ -208,99 +210,15 @@ def init_params(rng, n_documents: int, n_words: int, n_components: int) -> Param
 
 # ----------------------------------------------------------------------------- E-step
 
-# SQUAREM extrapolates in probability space and can step off the simplex.  A coordinate
-# pushed below zero restarts at this fraction of the uniform value: small enough to
-# keep most of the jump, large enough for EM's multiplicative updates to grow it back
-# within a few iterations when it belongs (an exact zero could never move again).  The
-# EM driver keeps the jump only if it does not lower the objective.
-_FLOOR = 1e-3
-
-
-def _onto_simplex(p, size=None):
-    """Rows with a negative entry (after an extrapolation step) back onto the simplex
-    of ``size`` coordinates (default: the row's length; padding topics, which stay at
-    exactly 0, do not count)."""
-    size = p.shape[-1] if size is None else size
-    outside = jnp.any(p < 0, axis=-1, keepdims=True)
-    lifted = jnp.where(p < 0, _FLOOR / size, p)
-    return jnp.where(outside, lifted / jnp.sum(lifted, axis=-1, keepdims=True), p)
-
-
-def _topic_mask(hyper: Hyper, n_topics: int, dtype):
-    """(K,) 1 for a real topic, 0 for a padding topic."""
-    if hyper.topic_mask is None:  # static: the pytree's structure
-        return jnp.ones(n_topics, dtype)
-    return jnp.asarray(hyper.topic_mask, dtype)
-
-
-def _onto_topics(theta, hyper: Hyper):
-    """:func:`_onto_simplex` for the documents' topic proportions."""
-    if hyper.topic_mask is None:
-        return _onto_simplex(theta)
-    return _onto_simplex(theta, jnp.sum(hyper.topic_mask))
-
-
-def _log_dirichlet_rows(p, concentration, mask=None):
-    """log Dirichlet(p_row | concentration) of every row, symmetric; 0 log 0 = 0.  With
-    ``mask`` (last axis), only the coordinates where it is 1 make up the distribution."""
-    if mask is None:
-        n, exponent = p.shape[-1], concentration - 1.0
-    else:
-        n, exponent = jnp.sum(mask), (concentration - 1.0) * mask
-    norm = gammaln(n * concentration) - n * gammaln(concentration)
-    return norm + jnp.sum(xlogy(exponent, p), axis=-1)
-
-
-def _log_dirichlet(p, concentration, row_mask, mask=None):
-    """sum_rows row_mask * log Dirichlet(p_row | concentration) (``mask``: as for
-    :func:`_log_dirichlet_rows`)."""
-    rows = _log_dirichlet_rows(p, concentration, mask)
-    return jnp.sum(jnp.where(row_mask > 0, rows, 0.0))
-
-
-def _token_terms(theta, phi_entries, corpus: Corpus, tempering, tempered: bool):
-    """Per nonzero entry i = (d, w): the expected topic counts x_dw q_dwk (nnz, K), the
-    objective terms, and log (theta_d Phi)_w (untempered).  ``phi_entries`` is
-    ``(Phi^T)[corpus.word]``, (nnz, K).
-
-    ``x / (theta Phi)`` is the KL-NMF ratio; it is taken only where a count is observed
-    (padding entries, count 0, contribute nothing, whatever their probability).
-    """
-    # theta_dk phi_kw at the nonzeros.  The barriers keep XLA from fusing the gathers
-    # into every consumer (the sums and both scatters), which recomputes them: 3x slower.
-    theta_entries = theta.at[corpus.doc].get(mode="promise_in_bounds", indices_are_sorted=True)
-    joint = jax.lax.optimization_barrier(theta_entries * phi_entries)
-    probability = jnp.sum(joint, axis=1)
-    if tempered:  # a static switch: a lax.cond here costs plain EM 3x (no fusion)
-        joint = joint**tempering
-    total = jnp.sum(joint, axis=1) if tempered else probability
-    observed = corpus.count > 0
-    possible = observed & (total > 0)
-    ratio = jnp.where(possible, corpus.count / jnp.where(possible, total, 1.0), 0.0)
-    expected = jax.lax.optimization_barrier(joint * ratio[:, None])
-    # count * log(total) / tempering; -inf where a count has probability 0, 0 for padding
-    log_total = jnp.where(observed, corpus.count * jnp.log(jnp.where(observed, total, 1.0)), 0.0)
-    log_probability = jnp.where(observed, jnp.log(jnp.where(observed, probability, 1.0)), 0.0)
-    if tempered:
-        log_total = log_total / tempering
-    return expected, log_total, log_probability
-
-
-def _doc_sum(values, corpus: Corpus, n_docs: int):
-    """Sums of per-entry values by document (the entries are sorted by document)."""
-    return jax.ops.segment_sum(
-        values, corpus.doc, n_docs, indices_are_sorted=True, mode="promise_in_bounds"
-    )
-
 
 def _objective(theta, phi, corpus: Corpus, hyper: Hyper, log_total):
     """log-likelihood (tempered: its tempered form) plus, for MAP, the log priors."""
     data_term = corpus.log_coefficient + jnp.sum(log_total)
 
     def log_prior():
-        topics = _topic_mask(hyper, theta.shape[1], theta.dtype)
-        value = _log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask, topics)
-        return value + _log_dirichlet(phi, hyper.topic_word_prior, topics)
+        topics = topic_mask(hyper, theta.shape[1], theta.dtype)
+        value = log_dirichlet(theta, hyper.doc_topic_prior, corpus.doc_mask, topics)
+        return value + log_dirichlet(phi, hyper.topic_word_prior, topics)
 
     # a cond, not a select: ML fits skip the D x K logarithms of every step (the
     # predicate is not batched across n_init starts, so it stays a branch under vmap)
@@ -343,7 +261,7 @@ def e_step(
     for :func:`latentlab.inference.em.run_em`'s ``lazy_objective``): where False, the
     objective is skipped and NaN is returned in its place.
     """
-    theta, phi = _onto_topics(params.theta, hyper), _onto_simplex(params.phi)
+    theta, phi = onto_topics(params.theta, hyper), onto_simplex(params.phi)
     if corpus.dense is not None and not tempered:  # static: the pytree's structure
         stats, safe = _dense_e_step(theta, phi, corpus.dense)
 
@@ -352,9 +270,9 @@ def e_step(
 
         return stats, _when(with_objective, objective, theta.dtype)
     phi_entries = phi.T.at[corpus.word].get(mode="promise_in_bounds")
-    expected, log_total, _ = _token_terms(theta, phi_entries, corpus, hyper.tempering, tempered)
+    expected, log_total, _ = token_terms(theta, phi_entries, corpus, hyper.tempering, tempered)
     n_docs, n_words = theta.shape[0], phi.shape[1]
-    doc_counts = _doc_sum(expected, corpus, n_docs)
+    doc_counts = doc_sum(expected, corpus, n_docs)
     word_counts = jax.ops.segment_sum(expected, corpus.word, n_words, mode="promise_in_bounds").T
     stats = TopicStats(doc_counts, word_counts)
     return stats, _objective(theta, phi, corpus, hyper, log_total)
@@ -363,154 +281,14 @@ def e_step(
 # ----------------------------------------------------------------------------- M-step
 
 
-def _normalise_rows(counts, fallback):
-    """Rows divided by their sums; a row with nothing in it takes ``fallback``."""
-    total = jnp.sum(counts, axis=-1, keepdims=True)
-    return jnp.where(total > 0, counts / jnp.where(total > 0, total, 1.0), fallback)
-
-
 def m_step(stats: TopicStats, params: Params, hyper: Hyper) -> Params:
     """Hofmann's M-step with the Dirichlet pseudo-counts of the MAP M-step.
 
     A topic that no token uses keeps its old word distribution; a document without
     tokens (padding) gets uniform topic proportions.
     """
-    theta = _update_theta(stats.doc_counts, hyper)
-    return Params(theta, _update_phi(stats.word_counts, _onto_simplex(params.phi), hyper))
-
-
-def _update_theta(doc_counts, hyper: Hyper):
-    """theta's M-step: expected counts plus the prior's pseudo-counts, normalised; a
-    document without tokens (padding) gets uniform proportions over the real topics."""
-    topics = _topic_mask(hyper, doc_counts.shape[1], doc_counts.dtype)
-    uniform = topics / jnp.sum(topics)
-    return _normalise_rows(doc_counts + (hyper.doc_topic_prior - 1.0) * topics, uniform)
-
-
-def _update_phi(word_counts, phi, hyper: Hyper):
-    """phi's M-step; a topic that no token uses (a padding topic) keeps ``phi``."""
-    topics = _topic_mask(hyper, word_counts.shape[0], word_counts.dtype)
-    pseudo = (hyper.topic_word_prior - 1.0) * topics[:, None]
-    return _normalise_rows(word_counts + pseudo, phi)
-
-
-# ----------------------------------------------------------------------------- fold-in
-
-
-class FoldInHyper(NamedTuple):
-    """What fold-in holds fixed: the topics, read at the corpus's nonzeros once."""
-
-    phi_entries: jax.Array  # (nnz, K) phi_kw at every entry's word: (phi^T)[corpus.word]
-    phi_log_prior: jax.Array  # () log p(phi), a constant of the MAP objective
-    hyper: Hyper
-    phi: jax.Array | None = None  # (K, W) the topics, for a corpus with a dense matrix
-
-
-def fold_in_hyper(phi, corpus: Corpus, hyper: Hyper) -> FoldInHyper:
-    """Fold-in's fixed part for ``corpus``: the topics at its entries and their log prior."""
-    topics = _topic_mask(hyper, phi.shape[0], phi.dtype)
-    phi_log_prior = _log_dirichlet(phi, hyper.topic_word_prior, topics)
-    phi_dense = phi if corpus.dense is not None else None
-    return FoldInHyper(phi.T[corpus.word], phi_log_prior, hyper, phi_dense)
-
-
-def fold_in_e_step(
-    params: DocTopics, corpus: Corpus, fixed: FoldInHyper, *, tempered: bool = False
-):
-    """E-step for theta alone (Hofmann's folding-in): the topics stay fixed.
-
-    Its objective is the full fit objective at (theta, phi), so the fold-in of the
-    training corpus reports the fit's objective.
-    """
-    theta = _onto_topics(params.theta, fixed.hyper)
-    n_docs = theta.shape[0]
-    if corpus.dense is not None and fixed.phi is not None and not tempered:
-        stats, safe = _dense_e_step(theta, fixed.phi, corpus.dense)
-        doc_counts = stats.doc_counts
-        doc_loglik = doc_data = jnp.sum(corpus.dense * jnp.log(safe), axis=1)
-    else:
-        expected, log_total, log_probability = _token_terms(
-            theta, fixed.phi_entries, corpus, fixed.hyper.tempering, tempered
-        )
-        doc_counts = _doc_sum(expected, corpus, n_docs)
-        doc_loglik = _doc_sum(corpus.count * log_probability, corpus, n_docs)
-        doc_data = _doc_sum(log_total, corpus, n_docs)
-    use_prior = fixed.hyper.prior_weight > 0
-    topics = _topic_mask(fixed.hyper, theta.shape[1], theta.dtype)
-    doc_prior = jax.lax.cond(  # a branch: ML fold-in skips the D x K logarithms
-        use_prior,
-        lambda: _log_dirichlet_rows(theta, fixed.hyper.doc_topic_prior, topics) * corpus.doc_mask,
-        lambda: jnp.zeros_like(doc_data),
-    )
-    doc_objective = doc_data + doc_prior
-    objective = corpus.log_coefficient + jnp.sum(doc_objective)
-    objective += jnp.where(use_prior, fixed.phi_log_prior, 0.0)
-    return FoldInStats(doc_counts, doc_loglik, doc_objective), objective
-
-
-def fold_in_m_step(stats: FoldInStats, params: DocTopics, fixed: FoldInHyper) -> DocTopics:
-    return DocTopics(_update_theta(stats.doc_counts, fixed.hyper))
-
-
-def _doc_objectives(params: DocTopics, corpus: Corpus, fixed: FoldInHyper, *, tempered: bool):
-    """:func:`fold_in_e_step` with each document's objective as the objective: the
-    blocks of the EM driver's ``blockwise`` mode."""
-    stats, _ = fold_in_e_step(params, corpus, fixed, tempered=tempered)
-    return stats, stats.doc_objective
-
-
-def _fit_objective(stats: FoldInStats, corpus: Corpus, fixed: FoldInHyper):
-    """The fit objective from the documents' parts (as :func:`fold_in_e_step`)."""
-    objective = corpus.log_coefficient + jnp.sum(stats.doc_objective)
-    return objective + jnp.where(fixed.hyper.prior_weight > 0, fixed.phi_log_prior, 0.0)
-
-
-_DOC_STEPS = {tempered: partial(_doc_objectives, tempered=tempered) for tempered in (False, True)}
-
-
-def fold_in(
-    theta,
-    corpus: Corpus,
-    fixed: FoldInHyper,
-    tol,
-    *,
-    max_iter: int,
-    tempered: bool = False,
-):
-    """Fold in every document of ``corpus``: theta maximising the objective, topics fixed.
-
-    Each document is its own concave problem, so the EM driver runs SQUAREM (Varadhan
-    & Roland 2008, S3) in its ``blockwise`` mode, per document: its own step length,
-    its own monotone fallback, its own stop rule (objective change per cycle <= ``tol``
-    per token).  One global step length, as the coupled fit uses, would be set by the
-    slowest document.
-
-    Returns ``(theta, stats, objective, n_iter, converged)``: statistics and objective
-    at the returned theta.
-    """
-    if corpus.dense is not None:  # the nonzeros may be left out of a dense corpus
-        tokens = jnp.sum(corpus.dense, axis=1)
-    else:
-        tokens = _doc_sum(corpus.count, corpus, theta.shape[0])
-    result = run_em(
-        _DOC_STEPS[bool(tempered)],
-        fold_in_m_step,
-        DocTopics(theta[None]),
-        corpus,
-        fixed,
-        jnp.maximum(tokens, 1.0),
-        tol,
-        max_iter=max_iter,
-        blockwise=True,
-    )
-    stats = result.stats
-    return (
-        result.params.theta,
-        stats,
-        _fit_objective(stats, corpus, fixed),
-        result.n_iter,
-        result.converged,
-    )
+    theta = update_theta(stats.doc_counts, hyper)
+    return Params(theta, update_phi(stats.word_counts, onto_simplex(params.phi), hyper))
 
 
 _STEPS = {
@@ -528,3 +306,14 @@ def step_functions(tempered: bool):
     """``(e_step, m_step, fold_in_e_step, fold_in_m_step)`` for plain or tempered EM; the
     same objects every call, so the jit'd EM driver compiles once per shape."""
     return _STEPS[bool(tempered)]
+
+
+# ----------------------------------------------------------------------------- parameter count
+
+
+def n_parameters(n_documents: int, n_words: int, n_components: int) -> int:
+    """Free parameters: K(W - 1) for the topics plus D(K - 1) for the documents' mixtures.
+
+    The second term grows with the corpus: pLSA has one mixture per training document.
+    """
+    return n_components * (n_words - 1) + n_documents * (n_components - 1)

@@ -1,7 +1,7 @@
 """Supervised PCA (latent factor regression), declared once.
 
-x and y share the latent z; the likelihood of x is weighted by alpha > 0
-("discriminative likelihood", lecture 000 section 4)::
+x and y share the latent z (supervised probabilistic PCA, Yu et al. 2006); the
+likelihood of x is weighted by alpha > 0 (a "discriminative likelihood")::
 
     z_i ~ N(0, I_K)
     x_i | z_i ~ N(W_x z_i + mu_x, sigma2_x I)      weighted by alpha
@@ -17,8 +17,8 @@ Since p(x|z)^alpha = N(x | W_x z + mu_x, sigma2_x / alpha I) * c(alpha, sigma2_x
 F is the log-likelihood of the *tempered* Gaussian latent model (x-noise divided by
 alpha) plus that constant: the E-step is the shared Gaussian-latent algebra with
 noise precision alpha / sigma2_x on x (posterior precision
-I + alpha W_x^T W_x / sigma2_x + W_y^T W_y / sigma2_y; lecture 000's formula misses
-the identity from the prior), and the M-step is the usual per-coordinate
+I + alpha W_x^T W_x / sigma2_x + W_y^T W_y / sigma2_y, the identity coming from the
+prior), and the M-step is the usual per-coordinate
 regression, alpha cancelling from it.
 
 In the declaration the x-likelihood is weighted with ``handlers.scale``.  The
@@ -143,7 +143,7 @@ def spca_model(
         sigma2_x = numpyro.sample("sigma2_x", dist.LogNormal(0.0, 2.0))
         sigma2_y = numpyro.sample("sigma2_y", dist.LogNormal(0.0, 2.0))
 
-    if explicit_latent:  # the lecture's L_alpha, z sampled
+    if explicit_latent:  # L_alpha above, z sampled
         with numpyro.plate("rows", n_samples):
             z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([K]).to_event(1))
             for name, data, W, mu, s2, weight in (

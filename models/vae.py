@@ -52,7 +52,7 @@ __all__ = [
     "elbo_rows",
 ]
 
-# scikit-learn's MLP names ("identity" there; "linear" as the lectures say it)
+# scikit-learn's MLP activation names, with "linear" for its "identity"
 ACTIVATIONS = {
     "linear": lambda a: a,
     "identity": lambda a: a,

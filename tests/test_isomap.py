@@ -89,3 +89,30 @@ def test_check_estimator():
         results = check_estimator(latentlab.Isomap(), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert not failed, failed
+
+
+def test_geodesic_distances_equal_scipys_undirected_shortest_paths():
+    """The directed search on the symmetrised graph equals SciPy's undirected one (an
+    edge either way, at the smaller weight, a stored zero kept), and so do the rows of
+    the independent set filled in from their neighbours' rows."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from latentlab.estimators.isomap import geodesic_distances, independent_set, symmetrized
+
+    rng = np.random.default_rng(0)
+    n = 40
+    pairs = np.unique(rng.integers(0, n, size=(150, 2)), axis=0)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    weights = rng.uniform(0.5, 2.0, len(pairs))  # (i, j) and (j, i) weigh differently
+    weights[0] = 0.0
+    graph = csr_matrix((weights, (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    assert graph.nnz == len(pairs)  # the zero is stored
+    expected = shortest_path(graph, directed=False)
+    sym = symmetrized(graph)
+    assert (sym != sym.T).nnz == 0
+    np.testing.assert_array_equal(shortest_path(sym, directed=True), expected)
+    inside = independent_set(sym)
+    assert inside.sum() >= 5 and not sym[inside][:, inside].nnz  # independent
+    np.testing.assert_allclose(geodesic_distances(graph, "D"), expected, rtol=1e-14)
+    np.testing.assert_allclose(geodesic_distances(graph, "FW"), expected, rtol=1e-14)

@@ -164,3 +164,35 @@ def test_check_estimator():
         results = check_estimator(latentlab.LinearDiscriminantAnalysis(), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert set(failed) == set(LDA_EXPECTED_FAILED_CHECKS), failed
+
+
+def _pooled_within_covariance(X, y):
+    """Oracle: sum_k (n_k / n) cov_k (ddof=0), each class centred exactly by NumPy."""
+    return sum(np.mean(y == c) * np.cov(X[y == c].T, bias=True) for c in np.unique(y))
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+def test_pooled_scatter_is_exact_with_and_without_cancellation(offset):
+    """The "eigen"/"lsqr" scatter comes from one Gram matrix X^T X less the class means'
+    part; far from the origin that difference cancels (offset 1e6: every digit), and
+    the class-centred product must take over."""
+    X, y = WINE_X + offset, WINE_Y
+    expected = _pooled_within_covariance(WINE_X, y)  # centring removes the offset exactly
+    lda = latentlab.LinearDiscriminantAnalysis(solver="eigen").fit(X, y)
+    np.testing.assert_allclose(lda.covariance_, expected, rtol=1e-9, atol=1e-9)
+    theirs = SkLDA(solver="eigen").fit(WINE_X, y)
+    np.testing.assert_allclose(lda.explained_variance_ratio_, theirs.explained_variance_ratio_)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(solver="eigen", shrinkage=0.3), dict(solver="eigen", priors=[0.5, 0.3, 0.2])],
+)
+def test_fixed_shrinkage_and_priors_match_sklearn_eigen(settings):
+    """A float shrinkage on the pooled path (sum_k pi_k tr(S_k) from the same pass) and
+    non-empirical priors (every class covariance formed) against scikit-learn."""
+    ours = latentlab.LinearDiscriminantAnalysis(**settings).fit(WINE_X, WINE_Y)
+    theirs = SkLDA(**settings).fit(WINE_X, WINE_Y)
+    np.testing.assert_allclose(ours.covariance_, theirs.covariance_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-9)

@@ -17,9 +17,37 @@ import jax
 import jax.numpy as jnp
 
 from latentlab.closed_form.kernels import center_test_kernel
+from latentlab.closed_form.mds import ClassicalMDS, classical_mds
 from latentlab.inference.programs import program
 
-__all__ = ["isomap_transform", "geodesic_kernel_rows"]
+__all__ = ["geodesic_mds", "isomap_transform", "geodesic_kernel_rows"]
+
+
+@program(static_argnames=("n_components", "solver", "block_size", "max_blocks", "max_products"))
+def geodesic_mds(
+    D,
+    key=None,
+    *,
+    n_components: int,
+    solver: str = "dense",
+    block_size: int = 0,
+    max_blocks: int = 0,
+    max_products: int = 0,
+    tol=0.0,
+) -> ClassicalMDS:
+    """:func:`~latentlab.closed_form.mds.classical_mds` of the geodesic distances D
+    (n, n) themselves: squaring them inside the program fuses it into the kernel
+    ``-D**2 / 2`` and its column means (one pass over D, no host copy of ``D**2``)."""
+    return classical_mds(
+        D * D,
+        key,
+        n_components=n_components,
+        solver=solver,
+        block_size=block_size,
+        max_blocks=max_blocks,
+        max_products=max_products,
+        tol=tol,
+    )
 
 
 def geodesic_kernel_rows(distances, indices, D):

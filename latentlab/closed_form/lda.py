@@ -120,7 +120,47 @@ def _classifier(means, log_priors, coef):
     return coef, intercept
 
 
-@program(static_argnames=("n_classes", "solver", "shrinkage_mode", "store_covariance"))
+# The pooled scatter from the raw Gram ``X^T X - sum_k n_k m_k m_k^T`` loses about
+# log10 of this ratio (raw second moment over within-class variance, per feature) in
+# digits to cancellation; above it the class-centred product is used instead.
+_MAX_CANCELLATION = 1e3
+
+
+def _pooled_scatter(X, labels, means, counts, with_traces: bool):
+    """``sum_k (n_k / n) S_k`` (S_k the ddof=0 class covariances) and, if asked, every
+    ``tr(S_k)``, in one pass over X: the Gram ``X^T X`` less the class means' part.
+
+    X is read once by the product (the class sums behind ``means`` are the caller's);
+    when the features' means are large next to their within-class spread the
+    difference cancels, and the class-centred product (one more pass) is taken.
+    """
+    n, d = X.shape
+    raw = X.T @ X
+    weighted_means = means * counts[:, None]
+    scatter = (raw - weighted_means.T @ means) / n
+    scatter = 0.5 * (scatter + scatter.T)
+    within = jnp.diag(scatter)
+    second = jnp.diag(raw) / n
+    accurate = jnp.all(within > 0) & jnp.all(second <= _MAX_CANCELLATION * within)
+
+    def traces_of(row_sq_norms, centred):
+        if not with_traces:
+            return jnp.zeros(counts.shape, X.dtype)
+        per_class = jax.ops.segment_sum(row_sq_norms, labels, counts.shape[0]) / counts
+        return per_class if centred else per_class - jnp.sum(means * means, axis=1)
+
+    def from_gram(_):
+        return scatter, traces_of(jnp.sum(X * X, axis=1) if with_traces else None, False)
+
+    def from_centred(_):
+        Xc = X - means[labels]
+        S = Xc.T @ Xc / n
+        return 0.5 * (S + S.T), traces_of(jnp.sum(Xc * Xc, axis=1) if with_traces else None, True)
+
+    return jax.lax.cond(accurate, from_gram, from_centred, None)
+
+
+@program(static_argnames=("n_classes", "solver", "shrinkage_mode", "store_covariance", "per_class"))
 def fit_lda(
     X,
     labels,
@@ -133,11 +173,16 @@ def fit_lda(
     solver: str,
     shrinkage_mode: str,
     store_covariance: bool = True,
+    per_class: bool = True,
 ) -> LDAFit:
     """Fit LDA to X (n, d) with integer labels in ``[0, n_classes)`` and class priors.
 
     ``class_rows`` (n_classes, m): the row indices of each class, padded with n (see
-    :func:`class_row_index`); read by "eigen" and "lsqr" only.
+    :func:`class_row_index`); read by "eigen" and "lsqr" with ``per_class`` only.
+    ``per_class``: form every class covariance (needed by ``shrinkage_mode="auto"``,
+    which shrinks each by its own Ledoit-Wolf alpha, and by priors other than the class
+    frequencies); without it ("eigen"/"lsqr", priors equal to ``counts / n``) the
+    pooled within-class scatter comes from one Gram matrix of X.
 
     ``shrinkage`` (the float alpha) is read for ``shrinkage_mode="fixed"`` only;
     ``tol`` is the ``"svd"`` solver's rank threshold on the standardised within-class
@@ -148,9 +193,9 @@ def fit_lda(
     n, d = X.shape
     C = n_classes
     dtype = X.dtype
-    onehot = jax.nn.one_hot(labels, C, dtype=dtype)
-    counts = jnp.sum(onehot, axis=0)
-    means = (onehot.T @ X) / counts[:, None]
+    # class sums by a scatter-add: one read of X (a one-hot product costs a C-wide GEMM)
+    counts = jax.ops.segment_sum(jnp.ones(n, dtype), labels, C)
+    means = jax.ops.segment_sum(X, labels, C) / counts[:, None]
     xbar = priors @ means
     log_priors = jnp.log(priors)
 
@@ -201,21 +246,32 @@ def fit_lda(
             jnp.asarray(True),
         )
 
-    # class covariances in one batched product over the rows grouped by class
-    # (``class_rows``: row indices per class, padded with n), not one pass per class
-    grouped = jnp.take(X, class_rows, axis=0, mode="fill", fill_value=0.0)
-    valid = (class_rows < n)[..., None]
-    grouped = jnp.where(valid, grouped - means[:, None, :], 0.0)
-    S_k = jnp.einsum("cmi,cmj->cij", grouped, grouped) / counts[:, None, None]
-    S_k = 0.5 * (S_k + jnp.swapaxes(S_k, 1, 2))
-    if shrinkage_mode == "auto":
-        fourth = jax.vmap(_fourth_moment)(grouped, S_k)
+    weights = counts / n
+    if per_class:
+        # class covariances in one batched product over the rows grouped by class
+        # (``class_rows``: row indices per class, padded with n), not one pass per class
+        grouped = jnp.take(X, class_rows, axis=0, mode="fill", fill_value=0.0)
+        valid = (class_rows < n)[..., None]
+        grouped = jnp.where(valid, grouped - means[:, None, :], 0.0)
+        S_k = jnp.einsum("cmi,cmj->cij", grouped, grouped) / counts[:, None, None]
+        S_k = 0.5 * (S_k + jnp.swapaxes(S_k, 1, 2))
+        if shrinkage_mode == "auto":
+            fourth = jax.vmap(_fourth_moment)(grouped, S_k)
+        else:
+            fourth = jnp.zeros(C, dtype)
+        shrunk = jax.vmap(lambda S, f, c: _shrink(S, f, c, shrinkage_mode, shrinkage))(
+            S_k, fourth, counts
+        )
+        Sw = jnp.tensordot(priors, shrunk, axes=1)
+        pooled = jnp.tensordot(weights, S_k, axes=1)
     else:
-        fourth = jnp.zeros(C, dtype)
-    shrunk = jax.vmap(lambda S, f, c: _shrink(S, f, c, shrinkage_mode, shrinkage))(
-        S_k, fourth, counts
-    )
-    Sw = jnp.tensordot(priors, shrunk, axes=1)
+        # priors = weights: sum_k pi_k S_k is the pooled scatter, and a fixed shrinkage
+        # of every S_k adds up to (1 - a) pooled + a sum_k pi_k tr(S_k) / d I
+        pooled, traces = _pooled_scatter(X, labels, means, counts, shrinkage_mode == "fixed")
+        Sw = pooled
+        if shrinkage_mode == "fixed":
+            target = (priors @ traces) / d * jnp.eye(d, dtype=dtype)
+            Sw = (1.0 - shrinkage) * pooled + shrinkage * target
     if solver == "lsqr":
         coef = jnp.linalg.lstsq(Sw, means.T)[0].T
         coef, intercept = _classifier(means, log_priors, coef)
@@ -235,10 +291,9 @@ def fit_lda(
 
     # "eigen": S_b w = lambda S_w w with S_b = S_t - S_w, by Cholesky S_w = L L^T
     # total covariance = within + between, both with the empirical class weights
-    weights = counts / n
     total_mean = weights @ means
     spread = means - total_mean
-    St = jnp.tensordot(weights, S_k, axes=1) + (spread * weights[:, None]).T @ spread
+    St = pooled + (spread * weights[:, None]).T @ spread
     St = 0.5 * (St + St.T)
     fourth_total = (
         _fourth_moment(X - total_mean, St) if shrinkage_mode == "auto" else jnp.zeros((), dtype)

@@ -149,7 +149,7 @@ class Autoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstim
     the data are centred at their column means and divided by one global scale (the
     root mean feature variance) before training, and every result is back in data
     units.  With ``hidden_layer_sizes=()`` the network is linear and the optimum is
-    PCA's subspace (Baldi & Hornik 1989, the lectures' optimal linear autoencoder):
+    PCA's subspace (Baldi & Hornik 1989: the optimal linear autoencoder):
     the decoder spans the leading ``n_components`` principal directions, though not
     with orthonormal, ordered axes.
 

@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._validation import check_option
+from latentlab.estimators._online import OnlineGaussianLatentMixin
 from latentlab.estimators.base import to_numpy
 from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
 from latentlab.models import factor_analysis as fa
@@ -35,7 +36,7 @@ def _log_jacobian(counts, scale):
     return float(np.sum(np.asarray(counts, np.float64) * np.log(scale)))
 
 
-class FactorAnalysis(GaussianLatentEstimator):
+class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     """Factor analysis: ``x = W z + mu + eps``, ``z ~ N(0, I_K)``, ``eps ~ N(0, diag(psi))``.
 
     Declared once in :func:`latentlab.models.factor_analysis.fa_model` and fitted by
@@ -67,7 +68,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         progress and the next one much more, so stopping at 1e-8 (PPCA's default) can
         leave a few 1e-9 nats per row, more than scikit-learn leaves at the same tol;
         the few extra O(d^2 K) iterations are cheap.
-    max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose
+    max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose, learning_decay
         As for :class:`latentlab.PPCA`.
     noise_variance_init : array of shape (n_features,) or None, default=None
         The noise variances psi that EM starts from (with the loadings of the PCA
@@ -130,6 +131,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         random_state=None,
         dtype="float64",
         verbose=0,
+        learning_decay=0.7,
         noise_variance_init=None,
         copy=True,
         svd_method="randomized",
@@ -151,6 +153,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         self.random_state = random_state
         self.dtype = dtype
         self.verbose = verbose
+        self.learning_decay = learning_decay
 
     _min_components = 0
 

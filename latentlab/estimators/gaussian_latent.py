@@ -353,6 +353,8 @@ class GaussianLatentEstimator(
         """Fit from the E-step's data (:func:`summarise`, or the chunked route's, where
         ``X`` is None and ``mask`` only says whether entries are missing); stores the
         fitted attributes, returns self.  Runs inside ``self._precision()``."""
+        for stream_state in ("online_state_", "n_samples_seen_"):  # a fit ends a stream
+            self.__dict__.pop(stream_state, None)
         self.n_components_ = K
         # A constant feature gets the typical feature's scale for its starting
         # value and variance floor, so nothing starts at zero variance.

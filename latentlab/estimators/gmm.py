@@ -41,6 +41,7 @@ from latentlab.estimators._gmm_programs import (
 )
 from latentlab.estimators._gmm_programs import fit_em_program as _fit_em_program
 from latentlab.estimators._gmm_starts import MixtureStartsMixin
+from latentlab.estimators._online import OnlineMixtureMixin
 from latentlab.estimators._rows import chunked, pad_rows, padded_size
 from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
 from latentlab.inference.chunked import is_dask, row_source
@@ -54,7 +55,12 @@ METHODS = ("em", "map", "svi")
 
 
 class GaussianMixture(
-    MixtureStartsMixin, MixtureConditionalsMixin, GenerativeMixin, DensityMixin, LatentEstimator
+    OnlineMixtureMixin,
+    MixtureStartsMixin,
+    MixtureConditionalsMixin,
+    GenerativeMixin,
+    DensityMixin,
+    LatentEstimator,
 ):
     """Gaussian mixture model fitted by EM (PRML 9.2), declared once in
     :func:`latentlab.models.gmm.gmm_model`.
@@ -130,6 +136,10 @@ class GaussianMixture(
     dtype : {"float64", "float32"}, default="float64"
     verbose : int, default=0
         If > 0, print the EM objective every ``verbose`` iterations.
+    learning_decay : float in (0.5, 1], default=0.7
+        Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
+        statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
+        ``LatentDirichletAllocation`` name and default for the same exponent).
 
     Attributes
     ----------
@@ -156,6 +166,12 @@ class GaussianMixture(
         factors or standard deviations, see :mod:`latentlab.models.gmm`).
     model_ : callable
         The NumPyro model with its static settings bound; ``model_(X)``.
+    n_samples_seen_, online_state_ : int, dict
+        Set by :meth:`partial_fit` (stepwise EM): rows seen in the stream, and its
+        running statistics and unrotated parameters.  After ``partial_fit``,
+        ``log_likelihoods_`` holds each chunk's mean log-likelihood under the
+        parameters before its update, ``n_iter_`` counts chunks and ``converged_`` is
+        False.
 
     Notes
     -----
@@ -215,6 +231,7 @@ class GaussianMixture(
         learning_rate=0.05,
         dtype="float64",
         verbose=0,
+        learning_decay=0.7,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -235,6 +252,7 @@ class GaussianMixture(
         self.learning_rate = learning_rate
         self.dtype = dtype
         self.verbose = verbose
+        self.learning_decay = learning_decay
 
     # -- validation ---------------------------------------------------------------------
 
@@ -362,6 +380,8 @@ class GaussianMixture(
             )
         self.n_components_ = K
         self.n_iter_ = len(trace)
+        for stream_state in ("online_state_", "n_samples_seen_"):  # a fit ends a stream
+            self.__dict__.pop(stream_state, None)
         # EM's objective is the log-likelihood; MAP's the log joint, SVI's the ELBO
         self.lower_bound_ = objective / n if self.method == "em" else self.score(X)
         self.lower_bounds_ = self.log_likelihoods_ / n  # scikit-learn's per-sample trace

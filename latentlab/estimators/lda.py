@@ -193,6 +193,11 @@ class LinearDiscriminantAnalysis(
         high = min(C - 1, d)
         K = high if self.n_components is None else self.n_components
         K = check_n_components(K, 1, high, "min(n_classes - 1, n_features)")
+        # every class covariance is needed for per-class Ledoit-Wolf shrinkage and for
+        # priors that differ from the class frequencies; else one pooled Gram serves
+        per_class = self.solver != "svd" and (
+            mode == "auto" or not np.array_equal(priors, counts / counts.sum())
+        )
         with self._precision():
             fit = call(
                 cf.fit_lda,
@@ -200,9 +205,7 @@ class LinearDiscriminantAnalysis(
                 to_device(X),
                 jnp.asarray(labels),
                 jnp.asarray(
-                    cf.class_row_index(labels, C)
-                    if self.solver != "svd"
-                    else np.zeros((C, 0), dtype=np.int64)
+                    cf.class_row_index(labels, C) if per_class else np.zeros((C, 0), np.int64)
                 ),
                 jnp.asarray(priors),
                 alpha,
@@ -211,6 +214,7 @@ class LinearDiscriminantAnalysis(
                 solver=self.solver,
                 shrinkage_mode=mode,
                 store_covariance=bool(self.store_covariance) or self.solver != "svd",
+                per_class=per_class,
             )
             fit = {name: to_numpy(value) for name, value in fit._asdict().items()}
         if not fit["ok"]:

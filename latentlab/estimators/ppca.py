@@ -9,6 +9,7 @@ import jax
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab.estimators._online import OnlineGaussianLatentMixin
 from latentlab.estimators.gaussian_latent import GaussianLatentEstimator, IsotropicNoiseMixin
 from latentlab.models import ppca
 
@@ -24,7 +25,7 @@ SUBSPACE_RATIO = 1e3
 _e_step = jax.jit(ppca.e_step)
 
 
-class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
+class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimator):
     """Probabilistic principal component analysis (Tipping & Bishop 1999).
 
     ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma2 I)``, declared
@@ -73,6 +74,10 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         and results shifted back in float64, so a large mean costs no precision.
     verbose : int, default=0
         If > 0, print the EM objective every ``verbose`` iterations.
+    learning_decay : float in (0.5, 1], default=0.7
+        Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
+        statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
+        ``LatentDirichletAllocation`` name and default for the same exponent).
 
     Attributes
     ----------
@@ -91,6 +96,12 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         Fitted values by NumPyro site name (``W`` (d, K), ``mu``, ``sigma2``).
     model_ : callable
         The NumPyro model with its static settings bound; ``model_(X)``.
+    n_samples_seen_, online_state_ : int, dict
+        Set by :meth:`partial_fit` (stepwise EM): rows seen in the stream, and its
+        running statistics and unrotated parameters.  After ``partial_fit``,
+        ``log_likelihoods_`` holds each chunk's mean log-likelihood under the
+        parameters before its update, ``n_iter_`` counts chunks and ``converged_`` is
+        False.
 
     Notes
     -----
@@ -121,6 +132,7 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         random_state=None,
         dtype="float64",
         verbose=0,
+        learning_decay=0.7,
     ):
         self.n_components = n_components
         self.method = method
@@ -133,6 +145,7 @@ class PPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         self.random_state = random_state
         self.dtype = dtype
         self.verbose = verbose
+        self.learning_decay = learning_decay
 
     # -- fitting ------------------------------------------------------------------------
 

@@ -1,0 +1,449 @@
+"""Stepwise (online) EM for streams: ``partial_fit`` of PPCA, FactorAnalysis and
+GaussianMixture (issue 20).
+
+Cappe & Moulines (2009) replace EM's sums over all rows by a running average of
+per-chunk expected sufficient statistics,
+
+    s_hat <- (1 - eta_t) s_hat + eta_t s(chunk_t),     eta_t = (t + 2)^(-kappa),
+
+and take the ordinary M-step from ``s_hat`` after every chunk.  For kappa in
+(0.5, 1] the step sizes satisfy sum eta = inf, sum eta^2 < inf, and the iterates
+converge to a stationary point of the expected log-likelihood.  The first chunk has
+eta = 1 (it sets ``s_hat``), so chunk t >= 1 gets (t + 1)^(-kappa); with kappa = 1
+``s_hat`` is the plain average over chunks.
+
+The statistics of a chunk are *averages* over its rows (``s(chunk)`` estimates the
+expectation of one row's statistics), so eta mixes like with like whatever the
+chunk sizes.  They live in fixed coordinates set by the first chunk: centred on its
+observed column means (the pilot mean, DESIGN section 4) and, where the model is
+fitted per-feature standardised (FA, GMM), divided by its column scales; the GMM's
+per-component moments are kept centred about the component means and mixed by Chan
+et al.'s pairwise update, never as raw second moments.
+
+The running state is public (``online_state_``, a dict of arrays) so a saved model
+can go on learning.  The M-step's parameters are kept unrotated there: the
+statistics of z are in the frame of the loadings that produced them, and the
+canonical rotation reported in ``params_`` would mix frames.
+"""
+
+from __future__ import annotations
+
+from functools import cache, partial
+
+import jax
+import numpy as np
+
+from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
+from latentlab.models.gaussian_latent import (
+    CompleteSummary,
+    GaussianData,
+    RegressionStats,
+    pca_solution,
+)
+
+__all__ = ["OnlineGaussianLatentMixin", "OnlineMixtureMixin", "step_size", "check_learning_decay"]
+
+# Rows of the per-row E-step (rows with missing entries) per compiled call.
+ONLINE_ROWS = 256
+
+
+def check_learning_decay(value) -> float:
+    """``learning_decay`` (kappa) as a float in (0.5, 1], else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"learning_decay must be a number in (0.5, 1], got {value!r}")
+    if not 0.5 < float(value) <= 1.0:
+        raise ValueError(
+            f"learning_decay must be in (0.5, 1] (Cappe & Moulines' kappa), got {value!r}"
+        )
+    return float(value)
+
+
+def step_size(step: int, learning_decay: float) -> float:
+    """eta for the chunk with 0-based index ``step``: 1 for the first, then
+    (t + 2)^(-kappa) for the t-th update after it (t = step - 1)."""
+    return float((step + 1.0) ** (-learning_decay))
+
+
+def _check_chunk(est, X, *, first: bool, min_samples: int):
+    """Validated chunk (float64, NaN kept) and its observed mask."""
+    name = type(est).__name__
+    if getattr(X, "shape", None) is not None and len(X.shape) == 2 and X.shape[0] == 0:
+        raise ValueError(f"{name}.partial_fit got an empty chunk (0 rows)")
+    # later chunks: check_data refuses another column count with scikit-learn's
+    # message ("X has 3 features, but PPCA is expecting 4 features as input.")
+    X = check_data(est, X, reset=first, allow_nan=True, min_samples=min_samples)
+    observed = ~np.isnan(X)
+    check_no_empty_rows(observed)
+    if first:  # the first chunk sets the coordinates: every feature must be seen
+        check_no_empty_columns(observed)
+    return X, observed
+
+
+def _pilot(X, observed):
+    """Observed column means and (ddof=0) variances of a chunk."""
+    count = observed.sum(axis=0)
+    shift = np.where(observed, X, 0.0).sum(axis=0) / count
+    centred = np.where(observed, X - shift, 0.0)
+    return shift, (centred**2).sum(axis=0) / count
+
+
+def _mix(old, new, eta):
+    return jax.tree.map(lambda a, b: (1.0 - eta) * np.asarray(a) + eta * np.asarray(b), old, new)
+
+
+# ----------------------------------------------------------------------------- Gaussian latent
+
+
+@partial(jax.jit, static_argnames="module")
+def _latent_e_step(module, params, hyper, summary, X, mask):
+    """The model's own E-step on complete rows summarised and one block of rows."""
+    return module.e_step(params, GaussianData(summary, X[None], mask[None]), hyper)
+
+
+@partial(jax.jit, static_argnames="module")
+def _latent_m_step(module, stats, params, hyper):
+    return module.m_step(stats, params, hyper)
+
+
+@partial(jax.jit, static_argnames=("module", "n_components"))
+def _latent_start(module, n, sum_x, sum_xx, hyper, n_components):
+    return module.init_from_pca(pca_solution(n, sum_x, sum_xx, n_components), hyper)
+
+
+def _latent_chunk_stats(module, params, hyper, Z, observed, dtype):
+    """Average regression statistics of the rows of Z (coordinates of the state, 0
+    where missing) and their summed log-likelihood."""
+    n, d = Z.shape
+    complete = observed.all(axis=1)
+    Zc = Z[complete]
+    summary = CompleteSummary(
+        np.asarray(Zc.shape[0], dtype), Zc.sum(axis=0).astype(dtype), (Zc.T @ Zc).astype(dtype)
+    )
+    Zm, mask = Z[~complete], observed[~complete].astype(dtype)
+    total, loglik = None, 0.0
+    for start in range(0, max(len(Zm), 1), ONLINE_ROWS):
+        rows = np.zeros((ONLINE_ROWS, d), dtype)
+        part = np.zeros((ONLINE_ROWS, d), dtype)
+        piece = Zm[start : start + ONLINE_ROWS]
+        rows[: len(piece)], part[: len(piece)] = piece, mask[start : start + ONLINE_ROWS]
+        stats, ll = _latent_e_step(module, params, hyper, summary, rows, part)
+        stats = jax.tree.map(lambda a: np.asarray(a, np.float64), stats)
+        total = stats if total is None else jax.tree.map(np.add, total, stats)
+        loglik += float(ll)
+        # complete rows once: later blocks carry an empty summary
+        summary = CompleteSummary(np.zeros((), dtype), np.zeros(d, dtype), np.zeros((d, d), dtype))
+    return jax.tree.map(lambda a: a / n, total), loglik
+
+
+class OnlineGaussianLatentMixin:
+    """``partial_fit`` by stepwise EM for a Gaussian latent estimator (PPCA, FA)."""
+
+    def partial_fit(self, X, y=None):
+        """Update the model with one chunk of rows by stepwise (online) EM.
+
+        The first call initialises from its chunk (the PCA solution of the chunk with
+        missing entries at their column means, as ``fit``'s first start) and takes one
+        EM step on it; every call then forms the chunk's average expected sufficient
+        statistics under the current parameters, mixes them into the running average
+        with weight ``(t + 2) ** -learning_decay`` and takes the M-step from the
+        average (Cappe & Moulines 2009).  NaN entries are missing values.  ``fit``
+        ends a stream: a later ``partial_fit`` starts a new one from its chunk.
+
+        Online EM assumes exchangeable chunks (rows in random order).  A stream
+        sorted by cluster or time is fitted toward its recent chunks and can settle
+        in a poor optimum: shuffle such a source, or use ``fit`` on it (exact EM over
+        row chunks, :class:`~latentlab.inference.chunked.RowChunks`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One chunk of the stream; later chunks must have the same features.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        name = type(self).__name__
+        decay = check_learning_decay(self.learning_decay)
+        first = not hasattr(self, "online_state_")
+        if self.method != "em":
+            raise ValueError(f"{name}.partial_fit is online EM; got method={self.method!r}")
+        X, observed = _check_chunk(self, X, first=first, min_samples=2 if first else 1)
+        module = self._module
+        with self._precision():
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            if first:
+                if isinstance(self.n_components, str):
+                    raise ValueError(f"{name}.partial_fit needs a number of components")
+                K = self._check_settings(*X.shape)
+                state, params, hyper = self._online_start(X, observed, K, dtype)
+                step = 0
+            else:
+                state = self.online_state_
+                K = self.n_components_
+                params, hyper = self._online_params(state, dtype)
+                step = int(self.n_iter_)
+            Z = np.where(observed, (X - state["shift"]) / state["unit"], 0.0)
+            stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype)
+            # log p(x) = log p(z) - sum over observed entries of log unit_j
+            loglik -= float(observed.sum(axis=0) @ np.log(state["unit"]))
+            eta = step_size(step, decay)
+            if not first:
+                old = RegressionStats(*(state[f"stats_{f}"] for f in RegressionStats._fields))
+                stats = _mix(old, stats, eta)
+            stats = RegressionStats(*(np.asarray(a, np.float64) for a in stats))
+            stats_in = jax.tree.map(lambda a: a.astype(dtype), stats)
+            params = _latent_m_step(module, stats_in, params, hyper)
+            params = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+        state = {
+            **{k: state[k] for k in ("shift", "unit", "variance_floor")},
+            **{f"stats_{f}": getattr(stats, f) for f in RegressionStats._fields},
+            **{f"param_{f}": getattr(params, f) for f in params._fields},
+        }
+        self._online_publish(state, params, hyper, K, X.shape[0], loglik, first)
+        return self
+
+    def _online_start(self, X, observed, K, dtype):
+        shift, variance = _pilot(X, observed)
+        typical = np.mean(variance) if np.any(variance > 0) else 1.0
+        variance = np.where(variance > 0, variance, typical)
+        if hasattr(self, "_set_feature_scale"):  # FA: per-feature unit variance
+            unit = np.sqrt(variance)
+        else:  # PPCA: equivariant under one global scale only
+            unit = np.ones_like(variance)
+        hyper = self._hyper(variance / unit**2, dtype)
+        Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
+        start = _latent_start(
+            self._module,
+            np.asarray(X.shape[0], dtype),
+            Z.sum(axis=0).astype(dtype),
+            (Z.T @ Z).astype(dtype),
+            hyper,
+            n_components=K,
+        )
+        state = {
+            "shift": shift,
+            "unit": unit,
+            "variance_floor": np.asarray(hyper.variance_floor, np.float64),
+        }
+        return state, start, hyper
+
+    def _online_params(self, state, dtype):
+        module = self._module
+        hyper = module.Hyper(variance_floor=np.asarray(state["variance_floor"], dtype))
+        params = module.Params(
+            *(np.asarray(state[f"param_{f}"], dtype) for f in module.Params._fields)
+        )
+        return params, hyper
+
+    def _online_publish(self, state, params, hyper, K, n_rows, loglik, first):
+        """The fitted attributes ``fit`` would set, from the unrotated state."""
+        module = self._module
+        unit = state["unit"]
+        if hasattr(self, "_set_feature_scale"):
+            self._set_feature_scale(unit**2)  # _finish's canonical form, in unit variance
+            out = module.rescale(params, unit)
+        else:
+            out = params
+        out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
+        out = out._replace(mu=out.mu + state["shift"])
+        self.online_state_ = state
+        self.n_components_ = K
+        self.params_ = self._finish(out, hyper)
+        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + int(n_rows)
+        self.n_iter_ = (0 if first else self.n_iter_) + 1
+        # each chunk's mean log-likelihood under the parameters before its update
+        # (prequential; in the data's units): the stream's own held-out trace
+        previous = np.zeros(0) if first else self.log_likelihoods_
+        self.log_likelihoods_ = np.append(previous, loglik / n_rows)
+        self.converged_ = False  # online EM has no convergence test
+
+
+# ----------------------------------------------------------------------------- mixture
+
+
+def _centred_moments(count, sum_dx, sum_dxx, means, n_rows, covariance_type):
+    """Per-row averages of a chunk's mixture statistics about the current means
+    (``gmm.MixtureStats``, summed), as (mass (K,), component mean (K, d), scatter
+    about it (K, d, d) or (K, d))."""
+    safe = np.where(count > 0, count, 1.0)
+    delta = sum_dx / safe[:, None]
+    if covariance_type in ("full", "tied"):
+        scatter = sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
+    else:
+        scatter = sum_dxx - count[:, None] * delta**2
+    return count / n_rows, means + delta, scatter / n_rows
+
+
+def _mix_moments(old, new, eta):
+    """(1 - eta) old + eta new for the mixture's per-component moments, merged about
+    the new mean by Chan et al.'s pairwise update (vectorised over components)."""
+    (ca, ma, Sa), (cb, mb, Sb) = old, new
+    ca, Sa, cb, Sb = (1.0 - eta) * ca, (1.0 - eta) * Sa, eta * cb, eta * Sb
+    count = ca + cb
+    safe = np.where(count > 0, count, 1.0)
+    delta = mb - ma
+    mean = ma + delta * (cb / safe)[:, None]
+    weight = ca * cb / safe
+    if Sa.ndim == 3:
+        scatter = Sa + Sb + weight[:, None, None] * delta[:, :, None] * delta[:, None, :]
+    else:
+        scatter = Sa + Sb + weight[:, None] * delta**2
+    return count, mean, scatter
+
+
+@cache
+def _jit_starts(make_starts):
+    # fit's starts as one compiled program (eagerly, k-means would run op by op)
+    return jax.jit(make_starts, static_argnames="covariance_type")
+
+
+class OnlineMixtureMixin:
+    """``partial_fit`` by stepwise EM for :class:`latentlab.GaussianMixture`."""
+
+    def partial_fit(self, X, y=None):
+        """Update the mixture with one chunk of rows by stepwise (online) EM.
+
+        The first call initialises from its chunk -- the start ``fit`` makes
+        (``init_params``: k-means by default, or ``weights_init``/``means_init``/
+        ``precisions_init``) in the chunk's standardised units -- and takes one EM step
+        on it; every call then forms the chunk's average responsibilities and
+        component moments under the current parameters, mixes them into the running
+        average with weight ``(t + 2) ** -learning_decay`` and takes the M-step from
+        the average (Cappe & Moulines 2009).  NaN entries are missing values.
+        ``n_init`` and ``warm_start`` do not apply; ``fit`` ends a stream, and a later
+        ``partial_fit`` starts a new one from its chunk.
+
+        Online EM assumes exchangeable chunks (rows in random order).  A stream
+        sorted by cluster or time is fitted toward its recent chunks and can settle
+        in a poor optimum: shuffle such a source, or use ``fit`` on it (exact EM over
+        row chunks, :class:`~latentlab.inference.chunked.RowChunks`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One chunk of the stream; later chunks must have the same features.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        from latentlab.estimators._chunked import _gmm_rows
+        from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
+        from latentlab.models import gmm
+
+        decay = check_learning_decay(self.learning_decay)
+        first = not hasattr(self, "online_state_")
+        if self.method != "em":
+            raise ValueError(
+                f"GaussianMixture.partial_fit is online EM; got method={self.method!r}"
+            )
+        X, observed = _check_chunk(self, X, first=first, min_samples=1)
+        ctype = self.covariance_type
+        with self._precision():
+            dtype = np.dtype(self.dtype)
+            if first:
+                K = self._check_settings(*X.shape)
+                state, params = self._online_start(X, observed, K, dtype)
+                step = 0
+            else:
+                state, K = self.online_state_, self.n_components_
+                params = gmm.Params(
+                    *(np.asarray(state[f"param_{f}"], dtype) for f in gmm.Params._fields)
+                )
+                step = int(self.n_iter_)
+            # rows per compiled call: the first chunk's bucket, so equal chunks share one
+            bucket = int(state["rows_per_call"])
+            rows = (min(bucket, CHUNK), min(bucket, MISSING_CHUNK[ctype]))
+            count, sum_dx, sum_dxx, loglik = _gmm_rows(
+                X,
+                params=params,
+                shift=state["shift"],
+                unit=state["unit"],
+                covariance_type=ctype,
+                dtype=dtype,
+                rows_per_call=rows,
+            )
+            moments = _centred_moments(
+                count, sum_dx, sum_dxx, np.asarray(params.means, np.float64), X.shape[0], ctype
+            )
+            if not first:
+                old = tuple(state[k] for k in ("mass", "mean", "scatter"))
+                moments = _mix_moments(old, moments, step_size(step, decay))
+            mass, mean, scatter = moments
+            stats = gmm.MixtureStats(mass, np.zeros_like(mean), scatter)
+            hyper = gmm.Hyper(np.asarray(state["reg_covar"], dtype))
+            centre = gmm.Params(np.asarray(params.weights), mean, np.asarray(params.scale))
+            params = gmm.m_step(
+                jax.tree.map(lambda a: np.asarray(a, dtype), stats),
+                jax.tree.map(lambda a: np.asarray(a, dtype), centre),
+                hyper,
+                covariance_type=ctype,
+            )
+            params = gmm.Params(*(np.asarray(a, np.float64) for a in params))
+        # log p(x) = log p(z) - sum over observed entries of log unit_j
+        loglik = float(loglik) - float(observed.sum(axis=0) @ np.log(state["unit"]))
+        state = {
+            **{k: state[k] for k in ("shift", "unit", "reg_covar", "rows_per_call")},
+            "mass": mass,
+            "mean": mean,
+            "scatter": scatter,
+            **{f"param_{f}": getattr(params, f) for f in gmm.Params._fields},
+        }
+        self.online_state_ = state
+        unit, shift = state["unit"], state["shift"]
+        self.params_ = {
+            "weights": params.weights / params.weights.sum(),
+            "means": params.means * unit + shift,
+            "scale": gmm.rescale(params.scale, unit, ctype),
+        }
+        self.n_components_ = K
+        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + X.shape[0]
+        self.n_iter_ = (0 if first else self.n_iter_) + 1
+        previous = np.zeros(0) if first else self.log_likelihoods_
+        # each chunk's mean log-likelihood under the parameters before its update
+        self.log_likelihoods_ = np.append(previous, loglik / X.shape[0])
+        self.lower_bounds_ = self.log_likelihoods_
+        self.lower_bound_ = float(self.log_likelihoods_[-1])
+        self.converged_ = False  # online EM has no convergence test
+        return self
+
+    def _online_start(self, X, observed, K, dtype):
+        """The state's coordinates and ``fit``'s start, from the first chunk."""
+        from sklearn.utils.validation import check_random_state
+
+        from latentlab.estimators._gmm_programs import make_starts
+        from latentlab.estimators._rows import pad_rows
+        from latentlab.inference.summaries import bucket
+
+        n, d = X.shape
+        shift, _ = _pilot(X, observed)
+        unit = self._feature_scale(np.where(observed, X - shift, 0.0), observed)
+        Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
+        weights, means, scale = self._user_init(K, d, shift, unit)
+        rng = check_random_state(self.random_state)
+        need_resp = weights is None or means is None or scale is None
+        rows = int(bucket(n))
+        reg = self._variance_floor(unit, dtype).astype(dtype)
+        resp = self._start_responsibilities(Z, K, need_resp, 1, (rows, K), rng, dtype)
+        user, use_user = self._given_start(weights, means, scale, K, K, dtype)
+        starts = _jit_starts(make_starts)(
+            pad_rows(Z, rows).astype(dtype),
+            pad_rows(np.ones(n), rows).astype(dtype),
+            resp,
+            reg,
+            np.ones(K, bool),
+            user,
+            use_user,
+            covariance_type=self.covariance_type,
+        )
+        params = jax.tree.map(lambda a: np.asarray(a[0], dtype), starts)
+        state = {
+            "shift": shift,
+            "unit": unit,
+            "reg_covar": np.asarray(reg, np.float64),
+            "rows_per_call": np.asarray(rows, np.int64),
+        }
+        return state, params
