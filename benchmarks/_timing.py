@@ -8,12 +8,17 @@ import os
 import statistics
 import time
 
+# BENCH_CLOCK=cpu times the process's CPU (all its threads) instead of the wall: on a
+# shared, loaded machine a one-thread comparison (--threads 1) then measures the work
+# rather than the share of the cores each side happened to get.
+CLOCK = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
+
 
 def timed(fn):
-    """(wall seconds, result) of ``fn()``."""
-    start = time.perf_counter()
+    """(seconds, result) of ``fn()``: wall seconds, or CPU seconds with BENCH_CLOCK=cpu."""
+    start = CLOCK()
     out = fn()
-    return time.perf_counter() - start, out
+    return CLOCK() - start, out
 
 
 def bench(label, ours, ref, repeats, compare, width=40):

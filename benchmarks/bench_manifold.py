@@ -10,6 +10,7 @@ Thread settings are printed beside the numbers.
 
     .venv/bin/python benchmarks/bench_manifold.py [--repeats 3] [--n-small 3000]
         [--n-large 5000] [--threads 1] [--only isomap lle spectral clustering]
+        [--affinities rbf nearest_neighbors]
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def main():
     parser.add_argument("--n-large", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--only", nargs="*", default=["isomap", "lle", "spectral", "clustering"])
+    parser.add_argument(
+        "--affinities", nargs="*", default=["rbf", "nearest_neighbors"], help="spectral methods"
+    )
     args = parser.parse_args()
     apply_thread_option(args.threads)
 
@@ -78,7 +82,7 @@ def main():
             )
     X, _ = make_s_curve(args.n_large, random_state=0)
     if "spectral" in args.only:
-        for affinity in ("rbf", "nearest_neighbors"):
+        for affinity in args.affinities:
             bench(
                 f"SpectralEmbedding n={args.n_large} {affinity}",
                 lambda a=affinity: latentlab.SpectralEmbedding(
@@ -91,13 +95,18 @@ def main():
                 embedding_error,
             )
     if "clustering" in args.only:
-        bench(
-            f"SpectralClustering n={args.n_large} rbf k=4",
-            lambda: latentlab.SpectralClustering(4, random_state=0).fit(X).labels_,
-            lambda: cluster.SpectralClustering(4, random_state=0).fit(X).labels_,
-            args.repeats,
-            lambda a, b: f"adjusted Rand vs scikit-learn {adjusted_rand_score(a, b):.4f}",
-        )
+        for affinity in args.affinities:
+            bench(
+                f"SpectralClustering n={args.n_large} {affinity} k=4",
+                lambda a=affinity: (
+                    latentlab.SpectralClustering(4, affinity=a, random_state=0).fit(X).labels_
+                ),
+                lambda a=affinity: (
+                    cluster.SpectralClustering(4, affinity=a, random_state=0).fit(X).labels_
+                ),
+                args.repeats,
+                lambda a, b: f"adjusted Rand vs scikit-learn {adjusted_rand_score(a, b):.4f}",
+            )
     if limits is not None:
         limits.unregister()
 

@@ -44,6 +44,7 @@ import warnings
 
 import numpy as np
 from _threads import apply_thread_option
+from _timing import timed
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -277,7 +278,6 @@ def bench_starts(X, K, args):
     one start): the medians and spreads over several starts say which method is faster
     to *its* answer and how good that answer typically is.
     """
-    import time
 
     X_fit = X.toarray() if X.nnz >= 0.3 * np.prod(X.shape) else X
     lengths = np.asarray(X.sum(axis=1)).ravel()
@@ -300,9 +300,7 @@ def bench_starts(X, K, args):
             phi0 = rng.dirichlet(np.ones(X.shape[1]), K)
             for name, make in methods.items():
                 fit = make(theta0, phi0)
-                start = time.perf_counter()
-                model = fit(X_fit)
-                elapsed = time.perf_counter() - start
+                elapsed, model = timed(lambda fit=fit: fit(X_fit))
                 if seed:
                     times[name].append(elapsed)
                     kls[name].append(divergence(X, model, lengths))

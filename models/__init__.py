@@ -2,8 +2,10 @@
 
 Installed as ``latentlab.models``; import it only under that name.
 
-Every model file follows the same order, so that a newcomer who has read one can
-find their way in the others:
+Every model file follows the same order, each part under a section heading comment
+(``# ---- parameters``, ``declaration``, ``init``, ``prepare``, ``E-step``/``M-step``
+or ``EM``, ``closed form``, ``host algebra``), so that a newcomer who has read one
+can find their way in the others:
 
 1. **Story** -- the module docstring: the generative process in formulas, the paper
    and equations it follows, and what EM maximises.
@@ -14,7 +16,9 @@ find their way in the others:
 3. **Declaration** -- one NumPyro function (exported as ``model``), with the priors
    switched on or off by ``handlers.mask`` and missing entries handled exactly.  MAP,
    SVI, NUTS, sampling and ``log_likelihood`` all run on it; EM's objective equals
-   its log density (the declared-once contract).
+   its log density (the declared-once contract).  After it, ``posterior_spec``: the
+   declaration's latent sites (dimensions, supports, units, which need rotating or
+   relabelling), all that :mod:`latentlab.inference.posterior` reads of a model.
 4. **init** -- ``init_params`` (random starts) and, where one exists, a deterministic
    start (``init_from_pca``).
 5. **prepare** -- turning data into what the E-step reads (sufficient statistics,
@@ -36,16 +40,18 @@ Bishop PRML 12.54 ...); docstrings cite papers and equations, never documents
 outside the repository.
 
 Algebra modules.  ``gaussian_latent.py`` is not a model but the algebra PPCA, factor
-analysis, Bayesian PCA and supervised PCA share (posterior moments, the regression
-M-step, the PCA start, the padding of the latent dimension, the observed-data
-marginal).  A model file stays under ~300 lines; where its algebra would take it past
-that, the algebra moves to a private module named after the model and what it holds
+analysis, Bayesian PCA and supervised PCA share: the pieces of their declarations and
+the host-side algebra, with posterior moments, the E-step's row sums and the
+regression M-step in ``_gaussian_latent_moments.py`` and the PCA start, the padding of
+the latent dimension and the data preparation in ``_gaussian_latent_start.py``.  A
+model file stays under ~300 lines; where its algebra would take it past that, the
+algebra moves to a private module named after the model and what it holds
 (``_gmm_covariances.py``: every switch on the covariance type; ``_plsa_algebra.py``:
 the simplex and per-entry algebra pLSA's fit and fold-in share; ``_plsa_fold_in.py``:
 pLSA's fold-in of new documents).  A private module never imports its model module
 (only its types, for annotations); the model module imports it and re-exports its
 public names, so estimators and users import ``latentlab.models.<model>`` alone.  A
-file that stays longer says why at its top (``gmm.py``).
+file that stays longer says why at its top (``gmm.py``, ``plsa.py``).
 
 ``vae.py``, the variational autoencoder, has no EM: after the story come its
 networks, the declaration, the amortised guide and the ELBO that SVI maximises.

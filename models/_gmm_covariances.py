@@ -268,6 +268,18 @@ def precisions(scale, covariance_type: str) -> np.ndarray:
     return P**2
 
 
+def pooled_covariance(scale, covariance_type: str, n_features: int) -> np.ndarray:
+    """The components' mean covariance (d, d) -- the tied one itself: the metric that
+    tells components apart when draws are matched to the fit."""
+    cov = covariances(scale, covariance_type)
+    if covariance_type == "tied":
+        return cov
+    if covariance_type == "full":
+        return cov.mean(axis=0)
+    variances = cov if cov.ndim == 2 else np.repeat(cov[:, None], n_features, axis=1)
+    return (variances[:, :, None] * np.eye(n_features)).mean(axis=0)
+
+
 def rescale(scale, unit, covariance_type: str):
     """The ``scale`` for data multiplied by ``unit`` (d,) feature by feature
     (x -> U x: L -> U L, lower triangular again); spherical covariances take one

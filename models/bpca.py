@@ -32,16 +32,20 @@ from latentlab.models.gaussian_latent import (
     GaussianData,
     detect_missing,
     expected_stats,
+    loadings_and_mean_sites,
     observe_rows,
     solve_regression,
 )
 from numpyro.distributions import constraints
+
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "Params",
     "Hyper",
     "bpca_model",
     "model",
+    "posterior_spec",
     "init_params",
     "init_from_pca",
     "e_step",
@@ -51,6 +55,9 @@ __all__ = [
     "rescale",
     "n_parameters",
 ]
+
+
+# ----------------------------------------------------------------------------- parameters
 
 
 class Params(NamedTuple):
@@ -67,6 +74,9 @@ class Hyper(NamedTuple):
     # (K,) 1 for the model's columns of W, 0 for padding held at zero (see
     # latentlab.models.gaussian_latent.padded_columns): padding has no prior term
     columns: jax.Array | None = None
+
+
+# ----------------------------------------------------------------------------- declaration
 
 
 def bpca_model(
@@ -113,6 +123,30 @@ def bpca_model(
 model = bpca_model
 
 
+def posterior_spec() -> PosteriorSpec:
+    """The declaration's sites for posterior draws (:mod:`latentlab.inference.posterior`).
+
+    EM finds the MAP, so draws keep the ARD prior by default, and it cannot be
+    switched off: without it alpha is not identified.  The hyperprior rate
+    ``alpha_b`` is in the units of the data's variance.
+    """
+    return PosteriorSpec(
+        sites={
+            **loadings_and_mean_sites(),
+            "sigma2": Site((), "positive", "variance"),
+            "alpha": Site(("component",), "positive", "precision"),
+        },
+        setting_units={"alpha_b": "variance"},
+        loadings=("W",),
+        noise=(("sigma2", "feature"),),
+        em_prior=True,
+        prior_required=True,
+    )
+
+
+# ----------------------------------------------------------------------------- init
+
+
 def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
     """PPCA's random start, with every alpha_k matched to its column's norm (1 for
     padding columns, whose alpha plays no part)."""
@@ -131,6 +165,9 @@ def init_from_pca(start, hyper: Hyper) -> Params:
     alpha = W.shape[0] / jnp.where(norms > 0, norms, W.shape[0])
     sigma2 = jnp.maximum(start.sigma2, hyper.variance_floor)
     return Params(W=W, mu=start.mu, sigma2=sigma2, alpha=alpha)
+
+
+# ----------------------------------------------------------------------------- EM
 
 
 def log_prior(W, alpha, a, b, columns=None):
@@ -162,6 +199,9 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
         # the fit, but it would change the SQUAREM step lengths, which see every leaf
         alpha = jnp.where(hyper.columns > 0, alpha, params.alpha)
     return Params(W=W, mu=mu, sigma2=sigma2, alpha=alpha)
+
+
+# ----------------------------------------------------------------------------- host algebra
 
 
 def active_columns(W, b, threshold):

@@ -27,17 +27,21 @@ from latentlab.models.gaussian_latent import (
     column_normals,
     detect_missing,
     expected_stats,
+    loadings_and_mean_sites,
     observe_rows,
     sample_loadings_and_mean,
     solve_regression,
 )
 from numpyro import handlers
 
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
+
 __all__ = [
     "Params",
     "Hyper",
     "fa_model",
     "model",
+    "posterior_spec",
     "init_params",
     "e_step",
     "m_step",
@@ -49,6 +53,9 @@ __all__ = [
 ]
 
 
+# ----------------------------------------------------------------------------- parameters
+
+
 class Params(NamedTuple):
     W: jax.Array  # (d, K) loadings
     mu: jax.Array  # (d,) mean
@@ -58,6 +65,9 @@ class Params(NamedTuple):
 class Hyper(NamedTuple):
     variance_floor: jax.Array  # (d,) lower bound on psi
     psi_init: jax.Array | None = None  # (d,) the PCA start's psi, if given by the user
+
+
+# ----------------------------------------------------------------------------- declaration
 
 
 def fa_model(
@@ -101,6 +111,19 @@ def fa_model(
 model = fa_model
 
 
+def posterior_spec() -> PosteriorSpec:
+    """The declaration's sites for posterior draws (:mod:`latentlab.inference.posterior`):
+    W is identified up to rotation; psi holds each feature's noise variance."""
+    return PosteriorSpec(
+        sites={**loadings_and_mean_sites(), "psi": Site(("feature",), "positive", "variance")},
+        loadings=("W",),
+        noise=(("psi", "feature"),),
+    )
+
+
+# ----------------------------------------------------------------------------- init
+
+
 def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
     """Random loadings at each feature's own scale; each noise variance at half its
     feature's variance.
@@ -132,24 +155,7 @@ def init_from_pca(start: PCAStart, hyper: Hyper) -> Params:
     return Params(W=start.W, mu=start.mu, psi=jnp.maximum(psi, hyper.variance_floor))
 
 
-def e_step(params: Params, data: GaussianData, hyper: Hyper):
-    """Exact posterior moments of z as row sums, and log p(X) (PRML 12.66)."""
-    return expected_stats(params.W, params.mu, 1.0 / params.psi, data)
-
-
-def m_step(stats, params: Params, hyper: Hyper) -> Params:
-    """(W, mu) by per-feature regression on E[z], then psi_j = expected residual variance."""
-    W, mu, residual = solve_regression(stats)
-    psi = jnp.maximum(residual / stats.count, hyper.variance_floor)
-    return Params(W=W, mu=mu, psi=psi)
-
-
-def rescale(params: Params, scale) -> Params:
-    """Parameters for data multiplied by ``scale``: a number, or one factor per feature
-    (d,) -- the model is equivariant under both (x -> S x: W -> S W, psi -> S^2 psi)."""
-    # NumPy stays NumPy (a fitted model is rescaled on the host, without a compile)
-    scale = scale if isinstance(scale, (np.ndarray, jax.Array)) else np.asarray(scale)
-    return Params(W=params.W * scale[..., None], mu=params.mu * scale, psi=params.psi * scale**2)
+# ----------------------------------------------------------------------------- prepare
 
 
 def scale_data(data: GaussianData, scale) -> GaussianData:
@@ -167,6 +173,32 @@ def observed_counts(data: GaussianData):
     """Number of observed entries of each feature, (d,)."""
     out_of_core = 0.0 if data.rows is None else data.rows.count
     return data.complete.n + data.mask.sum(axis=(0, 1)) + out_of_core
+
+
+# ----------------------------------------------------------------------------- EM
+
+
+def e_step(params: Params, data: GaussianData, hyper: Hyper):
+    """Exact posterior moments of z as row sums, and log p(X) (PRML 12.66)."""
+    return expected_stats(params.W, params.mu, 1.0 / params.psi, data)
+
+
+def m_step(stats, params: Params, hyper: Hyper) -> Params:
+    """(W, mu) by per-feature regression on E[z], then psi_j = expected residual variance."""
+    W, mu, residual = solve_regression(stats)
+    psi = jnp.maximum(residual / stats.count, hyper.variance_floor)
+    return Params(W=W, mu=mu, psi=psi)
+
+
+# ----------------------------------------------------------------------------- host algebra
+
+
+def rescale(params: Params, scale) -> Params:
+    """Parameters for data multiplied by ``scale``: a number, or one factor per feature
+    (d,) -- the model is equivariant under both (x -> S x: W -> S W, psi -> S^2 psi)."""
+    # NumPy stays NumPy (a fitted model is rescaled on the host, without a compile)
+    scale = scale if isinstance(scale, (np.ndarray, jax.Array)) else np.asarray(scale)
+    return Params(W=params.W * scale[..., None], mu=params.mu * scale, psi=params.psi * scale**2)
 
 
 def n_parameters(n_features: int, n_components: int) -> int:

@@ -27,8 +27,9 @@ The covariance-type algebra -- component densities and conditionals, the floored
 covariance of the M-step, and the host-side quantities estimators report
 (covariances, precisions, rescaling, conditional draws) -- is in
 :mod:`latentlab.models._gmm_covariances` and re-exported here.  This file is the
-story, declaration, E-step, M-step and starts; it is ~400 lines because the exact
-missing-data E-step and the floored M-step carry their derivations.
+story, parameters, declaration (with its posterior metadata), starts, E-step and
+M-step; it is ~450 lines because the exact missing-data E-step and the floored M-step
+carry their derivations, and the declaration its exact masked marginal.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from latentlab.models._gmm_covariances import (
     floored_cholesky,
     marginal_variances,
     n_parameters,
+    pooled_covariance,
     precisions,
     precisions_cholesky,
     rescale,
@@ -65,6 +67,8 @@ from latentlab.models.gaussian_latent import UNIT_DENSITY_VARIANCE, detect_missi
 from numpyro import handlers
 from numpyro.ops.indexing import Vindex
 
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
+
 __all__ = [
     "COVARIANCE_TYPES",
     "Params",
@@ -73,6 +77,7 @@ __all__ = [
     "MixtureStats",
     "gmm_model",
     "model",
+    "posterior_spec",
     "masked_components",
     "scale_tril",
     "init_params",
@@ -90,12 +95,16 @@ __all__ = [
     "covariances",
     "precisions_cholesky",
     "precisions",
+    "pooled_covariance",
     "rescale",
     "scale_from_precisions",
     "marginal_variances",
     "draw_conditional",
     "draw_samples",
 ]
+
+
+# ----------------------------------------------------------------------------- parameters
 
 
 class Params(NamedTuple):
@@ -231,6 +240,66 @@ def _observe_with_assignment(X, weights, locs, L, n_samples):
 
 
 model = gmm_model  # the name every model module exports for its declaration
+
+
+def posterior_spec(covariance_type: str) -> PosteriorSpec:
+    """The declaration's sites for posterior draws (:mod:`latentlab.inference.posterior`).
+
+    Sampled in data units (the declared priors are written in them); components are
+    identified only up to relabelling, matched by their means and weights.
+    """
+    dense = covariance_type in ("full", "tied")
+    scale_dims = {
+        "full": ("component", "feature", "feature_bis"),
+        "tied": ("feature", "feature_bis"),
+        "diag": ("component", "feature"),
+        "spherical": ("component",),
+    }[covariance_type]
+    components = {"weights": 0, "means": 0}
+    if covariance_type != "tied":
+        components["scale"] = 0
+    return PosteriorSpec(
+        sites={
+            "weights": Site(("component",), "simplex"),
+            "means": Site(("component", "feature"), "real"),
+            "scale": Site(scale_dims, "lower_cholesky" if dense else "positive"),
+        },
+        standardise=False,
+        components=components,
+        component_key="means",
+        component_weights="weights",
+    )
+
+
+# ----------------------------------------------------------------------------- init
+
+
+def params_from_responsibilities(
+    X, row_mask, resp, reg_covar, *, covariance_type: str, active=None
+) -> Params:
+    """The M-step from given responsibilities (n, K): how every start is made.
+
+    Padding components (``active`` False, see :class:`Hyper`) need zero columns in
+    ``resp``; they get weight exactly 0, mean 0 and unit covariance."""
+    resp = resp * row_mask[:, None]
+    count = jnp.sum(resp, axis=0) + 10.0 * jnp.finfo(X.dtype).eps
+    means = resp.T @ X / count[:, None]
+    diff = X[None, :, :] - means[:, None, :]
+    stats = _moments(resp, diff, covariance_type)
+    K, d = means.shape
+    placeholder = unit_scale(covariance_type, K, d, X.dtype, xp=jnp)
+    start = Params(jnp.full((K,), 1.0 / K, X.dtype), means, placeholder)
+    hyper = Hyper(jnp.asarray(reg_covar, X.dtype), active)
+    return m_step(stats, start, hyper, covariance_type=covariance_type)
+
+
+def init_params(key, X, row_mask, n_components: int, reg_covar, *, covariance_type: str) -> Params:
+    """Random start as scikit-learn's ``init_params="random"``: uniform responsibilities."""
+    resp = jax.random.uniform(key, (X.shape[0], n_components), X.dtype)
+    resp = resp / jnp.sum(resp, axis=1, keepdims=True)
+    return params_from_responsibilities(
+        X, row_mask, resp, reg_covar, covariance_type=covariance_type
+    )
 
 
 # ----------------------------------------------------------------------------- E-step
@@ -381,34 +450,3 @@ def step_functions(covariance_type: str):
     """``(e_step, m_step)`` with the covariance type bound; the same objects every call,
     so the jit'd EM driver compiles once per shape."""
     return _STEPS[covariance_type]
-
-
-# ----------------------------------------------------------------------------- starts
-
-
-def params_from_responsibilities(
-    X, row_mask, resp, reg_covar, *, covariance_type: str, active=None
-) -> Params:
-    """The M-step from given responsibilities (n, K): how every start is made.
-
-    Padding components (``active`` False, see :class:`Hyper`) need zero columns in
-    ``resp``; they get weight exactly 0, mean 0 and unit covariance."""
-    resp = resp * row_mask[:, None]
-    count = jnp.sum(resp, axis=0) + 10.0 * jnp.finfo(X.dtype).eps
-    means = resp.T @ X / count[:, None]
-    diff = X[None, :, :] - means[:, None, :]
-    stats = _moments(resp, diff, covariance_type)
-    K, d = means.shape
-    placeholder = unit_scale(covariance_type, K, d, X.dtype, xp=jnp)
-    start = Params(jnp.full((K,), 1.0 / K, X.dtype), means, placeholder)
-    hyper = Hyper(jnp.asarray(reg_covar, X.dtype), active)
-    return m_step(stats, start, hyper, covariance_type=covariance_type)
-
-
-def init_params(key, X, row_mask, n_components: int, reg_covar, *, covariance_type: str) -> Params:
-    """Random start as scikit-learn's ``init_params="random"``: uniform responsibilities."""
-    resp = jax.random.uniform(key, (X.shape[0], n_components), X.dtype)
-    resp = resp / jnp.sum(resp, axis=1, keepdims=True)
-    return params_from_responsibilities(
-        X, row_mask, resp, reg_covar, covariance_type=covariance_type
-    )

@@ -27,6 +27,7 @@ from latentlab.models.gaussian_latent import (
     column_normals,
     detect_missing,
     expected_stats,
+    loadings_and_mean_sites,
     observe_rows,
     pca_solution,
     sample_loadings_and_mean,
@@ -34,10 +35,14 @@ from latentlab.models.gaussian_latent import (
 )
 from numpyro import handlers
 
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
+
 __all__ = [
     "Params",
+    "Hyper",
     "ppca_model",
     "model",
+    "posterior_spec",
     "rescale",
     "init_params",
     "init_from_pca",
@@ -47,13 +52,18 @@ __all__ = [
     "n_parameters",
 ]
 
-SITE_NAMES = ("W", "mu", "sigma2")
+
+# ----------------------------------------------------------------------------- parameters
 
 
 class Params(NamedTuple):
     W: jax.Array  # (d, K) loadings
     mu: jax.Array  # (d,) mean
     sigma2: jax.Array  # () isotropic noise variance
+
+
+class Hyper(NamedTuple):
+    variance_floor: jax.Array  # lower bound on sigma2
 
 
 # ----------------------------------------------------------------------------- declaration
@@ -99,7 +109,17 @@ def ppca_model(
 model = ppca_model  # the name every model module exports for its declaration
 
 
-# ----------------------------------------------------------------------------- parameters
+def posterior_spec() -> PosteriorSpec:
+    """The declaration's sites for posterior draws (:mod:`latentlab.inference.posterior`):
+    W is identified up to rotation; sigma2 is the noise variance of every feature."""
+    return PosteriorSpec(
+        sites={**loadings_and_mean_sites(), "sigma2": Site((), "positive", "variance")},
+        loadings=("W",),
+        noise=(("sigma2", "feature"),),
+    )
+
+
+# ----------------------------------------------------------------------------- init
 
 
 def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
@@ -124,22 +144,7 @@ def init_from_pca(start: PCAStart, hyper) -> Params:
     return Params(W=start.W, mu=start.mu, sigma2=jnp.maximum(start.sigma2, hyper.variance_floor))
 
 
-def rescale(params: Params, scale) -> Params:
-    """Parameters for data multiplied by ``scale`` (PPCA is equivariant under it)."""
-    return Params(W=params.W * scale, mu=params.mu * scale, sigma2=params.sigma2 * scale**2)
-
-
-def n_parameters(n_features: int, n_components: int) -> int:
-    """Free parameters up to rotation of W: dK + d + 1 - K(K-1)/2."""
-    d, K = n_features, n_components
-    return d * K + d + 1 - K * (K - 1) // 2
-
-
 # ----------------------------------------------------------------------------- EM
-
-
-class Hyper(NamedTuple):
-    variance_floor: jax.Array  # lower bound on sigma2
 
 
 def e_step(params: Params, data: GaussianData, hyper: Hyper):
@@ -168,3 +173,17 @@ def ml_params(n, sum_x, sum_xx, n_components: int) -> Params:
     """
     start = pca_solution(n, sum_x, sum_xx, n_components)
     return Params(W=start.W, mu=start.mu, sigma2=start.sigma2)
+
+
+# ----------------------------------------------------------------------------- host algebra
+
+
+def rescale(params: Params, scale) -> Params:
+    """Parameters for data multiplied by ``scale`` (PPCA is equivariant under it)."""
+    return Params(W=params.W * scale, mu=params.mu * scale, sigma2=params.sigma2 * scale**2)
+
+
+def n_parameters(n_features: int, n_components: int) -> int:
+    """Free parameters up to rotation of W: dK + d + 1 - K(K-1)/2."""
+    d, K = n_features, n_components
+    return d * K + d + 1 - K * (K - 1) // 2

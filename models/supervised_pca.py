@@ -51,11 +51,14 @@ from latentlab.models.gaussian_latent import (
 )
 from numpyro import handlers
 
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
+
 __all__ = [
     "Params",
     "Hyper",
     "spca_model",
     "model",
+    "posterior_spec",
     "init_params",
     "e_step",
     "m_step",
@@ -64,6 +67,9 @@ __all__ = [
 ]
 
 LOG_2PI = math.log(2 * math.pi)
+
+
+# ----------------------------------------------------------------------------- parameters
 
 
 class Params(NamedTuple):
@@ -77,11 +83,6 @@ class Hyper(NamedTuple):
     alpha: jax.Array  # weight of the x-likelihood
     is_x: jax.Array  # (d,) 1.0 for x coordinates, 0.0 for y
     variance_floor: jax.Array  # (2,) floors for sigma2_x, sigma2_y
-
-
-def noise_precision(params: Params, is_x, alpha=1.0):
-    """Per-coordinate noise precision, the x block multiplied by ``alpha``."""
-    return jnp.where(is_x > 0, alpha / params.sigma2_x, 1.0 / params.sigma2_y)
 
 
 # ----------------------------------------------------------------------------- declaration
@@ -190,7 +191,32 @@ def spca_model(
 model = spca_model
 
 
-# ----------------------------------------------------------------------------- EM
+def posterior_spec() -> PosteriorSpec:
+    """The declaration's sites for posterior draws (:mod:`latentlab.inference.posterior`).
+
+    Draws are of the tempered declaration (its log density is EM's alpha-weighted
+    objective); rows are scored by the unweighted joint of x and y.  W_x and W_y share
+    one latent space, so they are rotated together.
+    """
+    return PosteriorSpec(
+        sites={
+            "W_x": Site(("feature", "component"), "real", "linear"),
+            "W_y": Site(("target", "component"), "real", "linear"),
+            "mu_x": Site(("feature",), "real", "location"),
+            "mu_y": Site(("target",), "real", "location"),
+            "sigma2_x": Site((), "positive", "variance"),
+            "sigma2_y": Site((), "positive", "variance"),
+        },
+        data_dims=("feature", "target"),
+        observed=("x", "y"),
+        loglik_name="xy",
+        target_settings={"tempered": True},
+        loadings=("W_x", "W_y"),
+        noise=(("sigma2_x", "feature"), ("sigma2_y", "target")),
+    )
+
+
+# ----------------------------------------------------------------------------- init
 
 
 def init_params(key, n_features: int, n_components: int, column_variance, active=None) -> Params:
@@ -198,6 +224,14 @@ def init_params(key, n_features: int, n_components: int, column_variance, active
     there)."""
     start = ppca.init_params(key, n_features, n_components, column_variance, active)
     return Params(W=start.W, mu=start.mu, sigma2_x=start.sigma2, sigma2_y=start.sigma2)
+
+
+# ----------------------------------------------------------------------------- EM
+
+
+def noise_precision(params: Params, is_x, alpha=1.0):
+    """Per-coordinate noise precision, the x block multiplied by ``alpha``."""
+    return jnp.where(is_x > 0, alpha / params.sigma2_x, 1.0 / params.sigma2_y)
 
 
 def e_step(params: Params, data: GaussianData, hyper: Hyper):
@@ -223,6 +257,9 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
         sigma2_x=jnp.maximum(sigma2_x, hyper.variance_floor[0]),
         sigma2_y=jnp.maximum(sigma2_y, hyper.variance_floor[1]),
     )
+
+
+# ----------------------------------------------------------------------------- host algebra
 
 
 def rescale(params: Params, scale) -> Params:

@@ -40,6 +40,17 @@ def test_linkage_matrix_equals_scipy(method):
     )
 
 
+def test_single_linkage_mst_equals_scipy_bit_for_bit_with_ties():
+    # Prim's tree on a 6 x 6 grid with many duplicates: every height ties with many
+    # others, so the merge order and ids depend on SciPy's tie rule (first index of a
+    # tie, stable sort of the heights).  n = 1030 runs all three of Prim's buffers.
+    grid = np.random.default_rng(0).integers(0, 6, size=(1030, 2)).astype(float)
+    np.testing.assert_array_equal(linkage_matrix(grid, "single"), hierarchy.linkage(grid, "single"))
+    # iris: duplicated rows and decimal coordinates, whose distances tie only when they
+    # are summed as pdist sums them (no fused multiply-add)
+    np.testing.assert_array_equal(linkage_matrix(IRIS, "single"), hierarchy.linkage(IRIS, "single"))
+
+
 @pytest.mark.parametrize("method", LINKAGES)
 def test_labels_tree_and_heights_equal_sklearn(method):
     ref = cluster.AgglomerativeClustering(4, linkage=method, compute_distances=True).fit(X)

@@ -129,6 +129,36 @@ def test_unconverged_lanczos_falls_back_to_dense():
     assert calls == ["lanczos", "dense"] and used == "dense" and result.converged
 
 
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_iterative_solvers_run_on_one_blas_thread_and_dense_keeps_them(sparse_input):
+    from threadpoolctl import threadpool_limits
+
+    seen = {}
+
+    class Result:
+        converged = False  # so the dense fallback runs too
+
+    def solve(solver, **settings):
+        seen[solver] = _blas_threads()
+        return Result()
+
+    # two threads to start from, so that a missing limit shows on any machine
+    with threadpool_limits(2, "blas"):
+        outside = _blas_threads()
+        _, used = solve_with_fallback(solve, 3000, 3, sparse=sparse_input)
+        iterative = "arpack" if sparse_input else "lanczos"
+        assert used == "dense" and set(seen) == {iterative, "dense"}
+        assert seen[iterative] and set(seen[iterative]) == {1}  # the small host solves
+        assert seen["dense"] == outside  # a full eigh keeps its threads
+        assert _blas_threads() == outside  # and the limit is lifted afterwards
+
+
 def test_shift_invert_finds_clustered_bottom_pairs_with_deflation():
     # LLE-like: an exact null vector (deflated) and bottom eigenvalues ~1e-7 apart in
     # a spectrum of width ~1, which the fold shift I - A leaves clustered

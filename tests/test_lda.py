@@ -196,3 +196,51 @@ def test_fixed_shrinkage_and_priors_match_sklearn_eigen(settings):
     np.testing.assert_allclose(ours.covariance_, theirs.covariance_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+@pytest.mark.parametrize("n_classes", [3, 7])
+def test_pooled_moments_match_class_centred_numpy(offset, n_classes):
+    """The host Gram route of "eigen"/"lsqr" (class sums by a dense one-hot product
+    for 3 classes < 13 features, a sparse one for 7 classes > 4) against each class
+    centred by NumPy, near the origin and at offset 1e6 (where the Gram cancels and
+    the class-centred product takes over)."""
+    from latentlab.closed_form.lda import pooled_moments
+
+    X, y = (WINE_X, WINE_Y) if n_classes == 3 else (IRIS_X, np.arange(150) % n_classes)
+    counts, means, pooled = pooled_moments(X + offset, y, n_classes)
+    np.testing.assert_array_equal(counts, np.bincount(y))
+    expected_means = np.stack([X[y == c].mean(axis=0) for c in range(n_classes)])
+    np.testing.assert_allclose(means - offset, expected_means, rtol=1e-9, atol=1e-9)
+    expected = _pooled_within_covariance(X, y)
+    np.testing.assert_allclose(pooled, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
+def test_class_moments_match_numpy_per_class_at_any_offset():
+    """The host per-class route ("auto" shrinkage, non-empirical priors): every class
+    covariance and the Ledoit-Wolf fourth moments (per class and of the totally centred
+    rows) against NumPy on each class, at offset 1e6 too (each class is centred exactly)."""
+    from latentlab.closed_form.lda import class_moments
+
+    X, y = WINE_X, WINE_Y
+    counts, means, covs, fourth, total = class_moments(X + 1e6, y, 3, True, True)
+    weights = counts / len(y)
+
+    def fourth_moment(Z, S):
+        norms = np.sum((Z / np.sqrt(np.diag(S))) ** 2, axis=1)
+        return np.sum(norms**2)
+
+    for c in range(3):
+        rows = X[y == c]
+        S = np.cov(rows.T, bias=True)
+        np.testing.assert_allclose(covs[c], S, rtol=1e-9, atol=1e-9 * np.abs(S).max())
+        np.testing.assert_allclose(means[c] - 1e6, rows.mean(axis=0), atol=1e-9)
+        np.testing.assert_allclose(fourth[c], fourth_moment(rows - rows.mean(axis=0), S), rtol=1e-9)
+    St = np.cov(X.T, bias=True)  # within plus between, with the class frequencies
+    np.testing.assert_allclose(
+        np.tensordot(weights, covs, axes=1) + np.cov(means.T, aweights=weights, bias=True),
+        St,
+        rtol=1e-9,
+        atol=1e-9 * np.abs(St).max(),
+    )
+    np.testing.assert_allclose(total, fourth_moment(X - X.mean(axis=0), St), rtol=1e-9)

@@ -28,6 +28,10 @@ def test_both_searches_match_sklearn(route, monkeypatch):
     distances, indices = reference.kneighbors(Q)
     np.testing.assert_array_equal(new.indices, indices)
     np.testing.assert_allclose(new.distances, distances, rtol=1e-12)
+    # the indices alone (connectivity graphs): the same sets, in any order
+    with jax.enable_x64(True):
+        own_set = nb.kneighbors_indices(X, X, 5, exclude_self=True)
+    np.testing.assert_array_equal(np.sort(own_set, axis=1), np.sort(own.indices, axis=1))
 
 
 def test_kd_tree_excludes_self_among_more_duplicates_than_neighbours():

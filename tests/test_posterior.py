@@ -174,10 +174,12 @@ class TestNUTS:
         X_mix, gm, _ = mixture
         with ppca._precision():
             problem = ppca._posterior_problem(data, None, None)
-            assert mcmc.num_unconstrained(problem.target, *problem.target_args) == (D * 2 + D + 1)
+            assert mcmc.num_unconstrained(problem.target.model, *problem.target.args) == (
+                D * 2 + D + 1
+            )
         with gm._precision():
             problem = gm._posterior_problem(X_mix, None, None)
-            assert mcmc.num_unconstrained(problem.target, *problem.target_args) == (
+            assert mcmc.num_unconstrained(problem.target.model, *problem.target.args) == (
                 1 + 2 * 2 + 2 * 3
             )
 
@@ -196,10 +198,12 @@ class TestNUTS:
             for limit in (16, 15):  # PPCA here has 16 dimensions
                 monkeypatch.setattr(mcmc, "DENSE_MASS_MAX_DIM", limit)
                 with pytest.raises(Stop):
-                    mcmc.run_nuts(problem.target, *problem.target_args, init_values=problem.init)
+                    mcmc.run_nuts(
+                        problem.target.model, *problem.target.args, init_values=problem.target.init
+                    )
         assert seen == [True, False]
         with pytest.raises(ValueError, match="Unknown chain_method='threads'"):
-            mcmc.run_nuts(problem.target, *problem.target_args, chain_method="threads")
+            mcmc.run_nuts(problem.target.model, *problem.target.args, chain_method="threads")
 
     def test_aligned_loadings_have_small_spread_unaligned_do_not(self, nuts_tree, ppca):
         W = nuts_tree.posterior["W"].values
@@ -302,14 +306,15 @@ class TestLaplace:
 
         with jax.enable_x64(True):
             problem = ppca._posterior_problem(data, None, None)
+            target = problem.target
             coords = posterior.UnconstrainedCoordinates(
-                problem.target, problem.target_args, problem.init, problem.loadings
+                target.model, target.args, target.init, problem.spec.loadings
             )
             back = coords.constrain(coords.point)
         # lower-trapezoidal W: dK - K(K-1)/2 free entries, then mu (d) and log sigma2
         assert coords.layout[0] == ("loadings", D * 2 - 1, None)
         assert coords.size == (D * 2 - 1) + D + 1
-        for name, value in problem.init.items():
+        for name, value in problem.target.init.items():
             np.testing.assert_allclose(back[name], value, rtol=1e-12, atol=1e-14)
 
     def test_missing_data_log_likelihood_is_exact_marginal(self, bpca_missing):
@@ -341,12 +346,14 @@ class TestLaplace:
 
 def _tree_from(est, X, y, draws_in_target_units):
 
-    from latentlab.estimators._posterior_sampling import datatree_from_draws
+    from latentlab.inference.posterior.sampling import datatree_from_draws
 
     with est._precision():
         problem = est._posterior_problem(X, y, None)
         draws = {k: np.stack(v)[None] for k, v in draws_in_target_units(problem).items()}
-        tree = datatree_from_draws(est, problem, draws, {}, method="nuts", align=True)
+        tree = datatree_from_draws(
+            problem, draws, {}, method="nuts", align=True, model_name=type(est).__name__
+        )
     return problem, tree
 
 
@@ -355,7 +362,7 @@ def test_supervised_draws_in_data_units_scored_by_joint_density(data, supervised
     Q = special_ortho_group.rvs(2, random_state=0)
 
     def draws(problem):
-        p = {k: np.asarray(v) for k, v in problem.init.items()}
+        p = {k: np.asarray(v) for k, v in problem.target.init.items()}
         moved = {k: v * 1.1 if k.startswith("W") else v + 0.05 for k, v in p.items()}
         rotated = {k: v @ Q if k.startswith("W") else v for k, v in p.items()}
         return {k: [p[k], moved[k], rotated[k]] for k in p}
@@ -391,7 +398,7 @@ def test_topic_draws_relabelled_and_scored_by_multinomial():
     est = latentlab.PLSA(2, random_state=0).fit(X)
 
     def draws(problem):
-        t, p = np.asarray(problem.init["theta"]), np.asarray(problem.init["phi"])
+        t, p = (np.asarray(problem.target.init[k]) for k in ("theta", "phi"))
         return {"theta": [t, t[:, ::-1]], "phi": [p, p[::-1]]}  # draw 1: topics swapped
 
     _, tree = _tree_from(est, X, None, draws)

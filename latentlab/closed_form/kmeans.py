@@ -41,6 +41,9 @@ __all__ = [
 
 # Lloyd prunes with bounds (see :func:`lloyd`) from this many rows on
 PRUNE_MIN_ROWS = 4096
+# ... in this many independent row parts, which XLA's CPU runtime can run on as many
+# threads (scikit-learn's Lloyd splits rows over its OpenMP threads the same way)
+ROW_PARTS = 2
 
 
 class KMeansResult(NamedTuple):
@@ -222,6 +225,14 @@ def _half_gaps(centers, active):
     return 0.5 * gap * (1.0 - 4.0 * centers.shape[1] * eps)
 
 
+def _row_parts(n: int) -> list[tuple[int, int]]:
+    """Static (start, stop) of the row parts that :func:`lloyd` prunes independently."""
+    if n < PRUNE_MIN_ROWS:
+        return [(0, n)]
+    edges = [n * p // ROW_PARTS for p in range(ROW_PARTS + 1)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
 def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) -> KMeansResult:
     """Lloyd's iterations from ``centers``; ``tol`` is an absolute bound on the summed
     squared centre shift.  Centres are (weighted) means of their rows; an empty
@@ -232,11 +243,12 @@ def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) ->
     the distance to its centre and a lower bound on the distance to the others, moved
     by the centres' shifts; a row whose bounds (with a round-off margin) prove its label
     is not recomputed.  After the first few iterations most rows are proved, and only
-    the others (gathered, at most ``n // 8`` of them, else all rows) meet the centres
-    in a product.  The cluster sums are recomputed from all rows on a dense pass; on a
-    pruned one, with unit weights, only the rows that changed cluster move between
-    running sums (counts stay exact; the sums drift by ~1e-16 relative, which the
-    tests against scikit-learn's centres bound).  Below
+    the others (gathered, at most an eighth of the rows, else all rows) meet the
+    centres in a product.  The cluster sums are recomputed from all rows on a dense
+    pass; on a pruned one, with unit weights, only the rows that changed cluster move
+    between running sums (counts stay exact; the sums drift by ~1e-16 relative, which
+    the tests against scikit-learn's centres bound).  The rows are pruned in
+    ``ROW_PARTS`` independent parts, each with its own bounds and running sums.  Below
     ``PRUNE_MIN_ROWS`` rows (a static choice) every iteration is dense: there a
     product costs little and the pruned program would double the compile time."""
     k = centers.shape[0]
@@ -245,84 +257,108 @@ def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) ->
     w = _weights(X, sample_weight)
     # unit weights: no (n, d) product per iteration
     weighted = X if sample_weight is None else X * w[:, None]
-    cap = max(n // 8, 1)  # rows recomputed by gathering; more: a dense pass
     # relative round-off margin on the moved bounds (~1e-12 in float64)
     margin = 4096.0 * jnp.finfo(X.dtype).eps
+    parts = [(X[a:b], x_norms[a:b], w[a:b], weighted[a:b]) for a, b in _row_parts(n)]
 
-    def sums_of(labels):
+    def sums_of(labels, w, weighted):
         # a scatter-add (one pass over X): measured faster on CPU than a one-hot GEMM
         # or a sorted segment sum at 100k x 50, K = 10
         counts = jnp.zeros((k,), X.dtype).at[labels].add(w)
         return jnp.zeros((k, d), X.dtype).at[labels].add(weighted), counts
 
-    def dense(centers, labels, upper, lower, sums, counts, need):
-        labels, upper, lower = _bounds(X, x_norms, centers, active)
-        return labels, upper, lower, *sums_of(labels)
+    def prune_part(part, centers, gaps, labels_old, upper, lower, sums, counts):
+        """One pruned assignment of a part's rows: (labels, upper, lower, sums, counts)."""
+        Xp, xn, wp, weighted_p = part
+        m = Xp.shape[0]
+        cap = max(m // 8, 1)  # rows recomputed by gathering; more: a dense pass
+        round_off = _round_off(xn, centers, active)
+        bound = jnp.maximum(lower, gaps[labels_old])
+        # proved: (upper + margin)^2 + 2 x round-off < bound^2, so the computed
+        # squared distance to the own centre is below every other computed one
+        slack = upper + margin * (upper + bound)
+        need = ~(slack**2 + 2.0 * round_off < bound**2)
 
-    def gathered(centers, labels, upper, lower, sums, counts, need):
-        rows = jnp.nonzero(need, size=cap, fill_value=n)[0]  # n: dropped below
-        new = _bounds(
-            jnp.take(X, rows, axis=0, mode="clip"),
-            jnp.take(x_norms, rows, mode="clip"),
-            centers,
-            active,
+        def dense(labels, upper, lower, sums, counts):
+            labels, upper, lower = _bounds(Xp, xn, centers, active)
+            return labels, upper, lower, *sums_of(labels, wp, weighted_p)
+
+        def gathered(labels, upper, lower, sums, counts):
+            rows = jnp.nonzero(need, size=cap, fill_value=m)[0]  # m: dropped below
+            X_rows = jnp.take(Xp, rows, axis=0, mode="clip")
+            new = _bounds(X_rows, jnp.take(xn, rows, mode="clip"), centers, active)
+            before = jnp.take(labels, rows, mode="clip")
+            labels, upper, lower = (
+                a.at[rows].set(b, mode="drop")
+                for a, b in zip((labels, upper, lower), new, strict=True)
+            )
+            if sample_weight is not None:  # fractional weights: no running sums (round-off)
+                return labels, upper, lower, *sums_of(labels, wp, weighted_p)
+            # unit weights: move the rows that changed cluster between the running sums
+            # (counts stay exact integers); ~1e-16 relative drift, next to a full pass
+            moving = ((new[0] != before) & (rows < m)).astype(X.dtype)
+            x_moving = X_rows * moving[:, None]
+            sums = sums.at[new[0]].add(x_moving).at[before].add(-x_moving)
+            counts = counts.at[new[0]].add(moving).at[before].add(-moving)
+            return labels, upper, lower, sums, counts
+
+        return jax.lax.cond(
+            jnp.sum(need) > cap, dense, gathered, labels_old, upper, lower, sums, counts
         )
-        before = jnp.take(labels, rows, mode="clip")
-        labels, upper, lower = (
-            a.at[rows].set(b, mode="drop") for a, b in zip((labels, upper, lower), new, strict=True)
-        )
-        if sample_weight is not None:  # fractional weights: no running sums (round-off)
-            return labels, upper, lower, *sums_of(labels)
-        # unit weights: move the rows that changed cluster between the running sums
-        # (counts stay exact integers); ~1e-16 relative drift, next to a full pass
-        moving = ((new[0] != before) & (rows < n)).astype(X.dtype)
-        x_moving = jnp.take(X, rows, axis=0, mode="clip") * moving[:, None]
-        sums = sums.at[new[0]].add(x_moving).at[before].add(-x_moving)
-        counts = counts.at[new[0]].add(moving).at[before].add(-moving)
-        return labels, upper, lower, sums, counts
 
     def body(state):
-        centers, labels_old, upper, lower, sums, counts, it, _, _ = state
+        centers, before, it, _, _ = state
+        part_states = before
         if n < PRUNE_MIN_ROWS:
-            labels, _ = _assign(X, x_norms, centers, active)
-            sums, counts = sums_of(labels)
+            (part,) = parts
+            labels, _ = _assign(part[0], part[1], centers, active)
+            part_states = ((labels, None, None, *sums_of(labels, part[2], part[3])),)
         else:
-            bound = jnp.maximum(lower, _half_gaps(centers, active)[labels_old])
-            # proved: (upper + margin)^2 + 2 x round-off < bound^2, so the computed
-            # squared distance to the own centre is below every other computed one
-            slack = upper + margin * (upper + bound)
-            need = ~(slack**2 + 2.0 * _round_off(x_norms, centers, active) < bound**2)
-            labels, upper, lower, sums, counts = jax.lax.cond(
-                jnp.sum(need) > cap,
-                dense,
-                gathered,
-                centers,
-                labels_old,
-                upper,
-                lower,
-                sums,
-                counts,
-                need,
+            # the parts share no buffers: XLA's CPU runtime runs each part's operations
+            # as soon as their inputs are ready, so with 2+ threads the parts' passes
+            # (the serial gathers and scatters included) run side by side
+            gaps = _half_gaps(centers, active)
+            part_states = tuple(
+                prune_part(part, centers, gaps, *old)
+                for part, old in zip(parts, before, strict=True)
             )
+        sums = sum(part[3] for part in part_states)
+        counts = sum(part[4] for part in part_states)
         new = jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1.0)[:, None], centers)
         moved = jnp.sqrt(jnp.sum((new - centers) ** 2, axis=1)) * (1.0 + margin)
-        upper = upper + moved[labels]
-        lower = lower - jnp.max(moved)
+        if n >= PRUNE_MIN_ROWS:
+            part_states = tuple(
+                (labels, upper + moved[labels], lower - jnp.max(moved), sums, counts)
+                for labels, upper, lower, sums, counts in part_states
+            )
         shift = jnp.sum((new - centers) ** 2)
-        same = jnp.all(labels == labels_old)
-        return new, labels, upper, lower, sums, counts, it + 1, same, shift
+        same = jnp.all(
+            jnp.stack([jnp.all(a[0] == b[0]) for a, b in zip(part_states, before, strict=True)])
+        )
+        return new, part_states, it + 1, same, shift
 
     def not_done(state):
         *_, it, same, shift = state
         return (it < max_iter) & ~same & ((it == 0) | (shift > tol))
 
+    def initial(part):
+        m = part[0].shape[0]
+        bounds = (
+            (jnp.full((m,), jnp.inf, X.dtype), jnp.zeros((m,), X.dtype))  # nothing proved
+            if n >= PRUNE_MIN_ROWS
+            else (None, None)
+        )
+        # labels, bounds, and the part's running sums and counts of the clusters
+        return (
+            jnp.full((m,), -1, jnp.int32),
+            *bounds,
+            jnp.zeros((k, d), X.dtype),
+            jnp.zeros((k,), X.dtype),
+        )
+
     init = (
         centers,
-        jnp.full((n,), -1, jnp.int32),
-        jnp.full((n,), jnp.inf, X.dtype),  # nothing proved: the first pass is dense
-        jnp.zeros((n,), X.dtype),
-        jnp.zeros((k, d), X.dtype),  # running sums and counts of the clusters
-        jnp.zeros((k,), X.dtype),
+        tuple(initial(part) for part in parts),
         jnp.zeros((), jnp.int32),
         jnp.asarray(False),
         jnp.asarray(jnp.inf, X.dtype),

@@ -19,6 +19,12 @@ Three solvers, the same model:
   shrinkage of the covariances.
 * ``"lsqr"``: only the classifier, ``coef = S_w^{-1} mu`` by least squares.
 
+"eigen" and "lsqr" read X once, on the host, for its moments (:func:`pooled_moments`:
+class means and the pooled scatter from one Gram matrix; :func:`class_moments`: every
+class covariance, for per-class shrinkage or priors other than the class
+frequencies); the d x d algebra after them is jit-compiled (:func:`fit_lda_pooled`,
+:func:`fit_lda_classes`).  "svd" runs whole in JAX (:func:`fit_lda_svd`).
+
 Shrinkage: a float alpha gives ``(1 - alpha) S + alpha tr(S)/d I``; ``"auto"`` takes
 Ledoit & Wolf's (2004) alpha on the standardised data and scales back, per class
 covariance and for the total covariance.
@@ -33,12 +39,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.closed_form._linalg import eigh_descending, eigh_unordered, flip_signs_by_largest
+from latentlab.closed_form.eigensolvers import one_blas_thread
 from latentlab.inference.programs import program
 
 __all__ = [
     "LDAFit",
-    "fit_lda",
-    "class_row_index",
+    "fit_lda_svd",
+    "fit_lda_pooled",
+    "fit_lda_classes",
+    "pooled_moments",
+    "class_moments",
     "lda_decision",
     "lda_transform",
     "shrunk_covariance",
@@ -96,25 +106,6 @@ def _scale(S):
     return jnp.where(scale > 0, scale, 1.0)
 
 
-def _fourth_moment(Zc, S):
-    """``sum_n ||z_n / scale||^4`` over the rows of Zc (..., d), scale from S."""
-    norms = jnp.sum((Zc / _scale(S)) ** 2, axis=-1)
-    return jnp.sum(norms * norms)
-
-
-def class_row_index(labels, n_classes: int):
-    """(n_classes, max class count) array of each class's row indices, padded with
-    ``len(labels)``: a layout for batched per-class products.  NumPy, on the host."""
-    labels = np.asarray(labels)
-    order = np.argsort(labels, kind="stable")
-    counts = np.bincount(labels, minlength=n_classes)
-    index = np.full((n_classes, max(int(counts.max()), 1)), len(labels), dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    for k in range(n_classes):
-        index[k, : counts[k]] = order[starts[k] : starts[k] + counts[k]]
-    return index
-
-
 def _classifier(means, log_priors, coef):
     intercept = -0.5 * jnp.sum(means * coef, axis=1) + log_priors
     return coef, intercept
@@ -126,69 +117,136 @@ def _classifier(means, log_priors, coef):
 _MAX_CANCELLATION = 1e3
 
 
-def _pooled_scatter(X, labels, means, counts, with_traces: bool):
-    """``sum_k (n_k / n) S_k`` (S_k the ddof=0 class covariances) and, if asked, every
-    ``tr(S_k)``, in one pass over X: the Gram ``X^T X`` less the class means' part.
+def _class_sums(X, labels, n_classes: int) -> np.ndarray:
+    """(n_classes, d) sums of X's rows by class, one BLAS product with the one-hot
+    indicator (sparse when it would be larger than X)."""
+    n = X.shape[0]
+    if n_classes <= X.shape[1]:
+        onehot = np.zeros((n_classes, n))
+        onehot[labels, np.arange(n)] = 1.0
+        return onehot @ X
+    from scipy import sparse
 
-    X is read once by the product (the class sums behind ``means`` are the caller's);
-    when the features' means are large next to their within-class spread the
-    difference cancels, and the class-centred product (one more pass) is taken.
+    order = np.argsort(labels, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=n_classes))])
+    return np.asarray(sparse.csr_matrix((np.ones(n), order, indptr), shape=(n_classes, n)) @ X)
+
+
+def pooled_moments(X, labels, n_classes: int):
+    """``(counts, means, pooled)`` of X (n, d) with integer labels, on the host: class
+    counts, class means and the pooled within-class scatter ``sum_k (n_k / n) S_k``
+    (S_k the ddof=0 class covariances), from one Gram matrix ``X^T X`` less the class
+    means' part.
+
+    NumPy on purpose (DESIGN has closed forms in JAX; issue 14 allows host NumPy for
+    small eager steps, and this is the one dominant product of an "eigen"/"lsqr" fit):
+    NumPy's BLAS forms the float64 Gram in about half XLA's time (0.016 s against
+    0.032 s at 100,000 x 50), and X, which arrives as a NumPy array, is not copied into
+    an aligned device buffer (0.024 s).  The d x d algebra after it stays in JAX
+    (:func:`fit_lda_pooled`).  When the features' means are large next to their
+    within-class spread the difference cancels, and the class-centred product (one
+    more pass) is taken.
+
+    The products run on one BLAS thread: a Gram of a tall, narrow X is bound by
+    reading X, and OpenBLAS' threads thrash on a busy machine (at load 11 on 2 cores
+    the 100,000 x 50 Gram took a median 7.7 s on 2 threads, 72 ms on one, 172 ms in
+    XLA).
     """
-    n, d = X.shape
-    raw = X.T @ X
-    weighted_means = means * counts[:, None]
-    scatter = (raw - weighted_means.T @ means) / n
-    scatter = 0.5 * (scatter + scatter.T)
-    within = jnp.diag(scatter)
-    second = jnp.diag(raw) / n
-    accurate = jnp.all(within > 0) & jnp.all(second <= _MAX_CANCELLATION * within)
-
-    def traces_of(row_sq_norms, centred):
-        if not with_traces:
-            return jnp.zeros(counts.shape, X.dtype)
-        per_class = jax.ops.segment_sum(row_sq_norms, labels, counts.shape[0]) / counts
-        return per_class if centred else per_class - jnp.sum(means * means, axis=1)
-
-    def from_gram(_):
-        return scatter, traces_of(jnp.sum(X * X, axis=1) if with_traces else None, False)
-
-    def from_centred(_):
-        Xc = X - means[labels]
-        S = Xc.T @ Xc / n
-        return 0.5 * (S + S.T), traces_of(jnp.sum(Xc * Xc, axis=1) if with_traces else None, True)
-
-    return jax.lax.cond(accurate, from_gram, from_centred, None)
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels)
+    n = X.shape[0]
+    counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
+    with one_blas_thread():
+        sums = _class_sums(X, labels, n_classes)
+        means = sums / counts[:, None]
+        raw = X.T @ X
+        scatter = (raw - sums.T @ means) / n
+        within = np.diag(scatter)
+        if not (np.all(within > 0) and np.all(np.diag(raw) / n <= _MAX_CANCELLATION * within)):
+            centred = X - means[labels]
+            scatter = centred.T @ centred / n
+    return counts, means, 0.5 * (scatter + scatter.T)
 
 
-@program(static_argnames=("n_classes", "solver", "shrinkage_mode", "store_covariance", "per_class"))
-def fit_lda(
+def class_moments(X, labels, n_classes: int, fourth: bool = False, total_fourth: bool = False):
+    """``(counts, means, covariances, fourth_moments, total_fourth_moment)`` of X (n, d)
+    by class, on the host: every class covariance S_k (ddof=0, (C, d, d)), for
+    per-class shrinkage and priors other than the class frequencies.
+
+    ``fourth``: also every class's ``sum_n ||z_n / scale_k||^4`` (z the class-centred
+    rows, ``scale_k = sqrt(diag S_k)``; Ledoit-Wolf's alpha, see :func:`_shrink`),
+    else zeros; ``total_fourth``: the same of the rows centred by the total mean and
+    scaled by the total covariance's diagonal ("eigen" with "auto" shrinkage), else 0.
+
+    The rows are grouped by class with one gather; each class block is centred exactly
+    (no cancellation whatever the offset) and its covariance is one BLAS product, the
+    fourth moments read the block while it is in cache.  NumPy on one BLAS thread for
+    the same reasons as :func:`pooled_moments` (the batched per-class products cost
+    XLA 48 ms of CPU against 30 ms here at 100,000 x 50, 10 classes, and X is not
+    copied to the device).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels)
+    sizes = np.bincount(labels, minlength=n_classes)
+    grouped = X[np.argsort(labels, kind="stable")]  # our copy: centred in place
+    with one_blas_thread():
+        return _class_blocks(grouped, sizes, n_classes, fourth, total_fourth)
+
+
+def _class_blocks(grouped, sizes, n_classes, fourth, total_fourth):
+    """:func:`class_moments` of rows already grouped by class (``sizes`` rows each)."""
+    n, d = grouped.shape
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    means = np.empty((n_classes, d))
+    covariances = np.empty((n_classes, d, d))
+    fourths = np.zeros(n_classes)
+    for k in range(n_classes):
+        Z = grouped[bounds[k] : bounds[k + 1]]
+        means[k] = Z.mean(axis=0)
+        Z -= means[k]
+        S = Z.T @ Z / sizes[k]
+        covariances[k] = 0.5 * (S + S.T)
+        if fourth:
+            fourths[k] = _fourth_moment(Z, covariances[k])
+    counts = sizes.astype(np.float64)
+    total = 0.0
+    if total_fourth:
+        weights = counts / n
+        spread = means - weights @ means
+        St = np.tensordot(weights, covariances, axes=1) + (spread * weights[:, None]).T @ spread
+        for k in range(n_classes):
+            total += _fourth_moment(grouped[bounds[k] : bounds[k + 1]] + spread[k], St)
+    return counts, means, covariances, fourths, np.float64(total)
+
+
+def _fourth_moment(Z, S):
+    """``sum_n ||z_n / scale||^4`` over the rows of Z (n, d), ``scale = sqrt(diag S)``
+    (constant columns scale 1), on the host."""
+    scale = np.sqrt(np.diag(S))
+    scaled = Z / np.where(scale > 0, scale, 1.0)
+    norms = np.einsum("ij,ij->i", scaled, scaled)
+    return float(norms @ norms)
+
+
+@program(static_argnames=("n_classes", "store_covariance"))
+def fit_lda_svd(
     X,
     labels,
-    class_rows,
     priors,
-    shrinkage,
     tol,
     *,
     n_classes: int,
-    solver: str,
-    shrinkage_mode: str,
     store_covariance: bool = True,
-    per_class: bool = True,
 ) -> LDAFit:
-    """Fit LDA to X (n, d) with integer labels in ``[0, n_classes)`` and class priors.
+    """Fit LDA by the "svd" solver to X (n, d) with integer labels in
+    ``[0, n_classes)`` and class priors.
 
-    ``class_rows`` (n_classes, m): the row indices of each class, padded with n (see
-    :func:`class_row_index`); read by "eigen" and "lsqr" with ``per_class`` only.
-    ``per_class``: form every class covariance (needed by ``shrinkage_mode="auto"``,
-    which shrinks each by its own Ledoit-Wolf alpha, and by priors other than the class
-    frequencies); without it ("eigen"/"lsqr", priors equal to ``counts / n``) the
-    pooled within-class scatter comes from one Gram matrix of X.
-
-    ``shrinkage`` (the float alpha) is read for ``shrinkage_mode="fixed"`` only;
-    ``tol`` is the ``"svd"`` solver's rank threshold on the standardised within-class
-    singular values.  ``store_covariance=False`` skips the within-class covariance of
-    the ``"svd"`` solver (zeros are returned), which it does not need.  Every class
-    must occur in ``labels`` (the caller checks).
+    ``tol`` is the rank threshold on the standardised within-class singular values.
+    ``store_covariance=False`` skips the within-class covariance (zeros are returned),
+    which the solver does not need.  Every class must occur in ``labels`` (the caller
+    checks).  The "eigen" and "lsqr" solvers start from host moments:
+    :func:`pooled_moments` + :func:`fit_lda_pooled`, or :func:`class_moments` +
+    :func:`fit_lda_classes`.
     """
     n, d = X.shape
     C = n_classes
@@ -198,80 +256,112 @@ def fit_lda(
     means = jax.ops.segment_sum(X, labels, C) / counts[:, None]
     xbar = priors @ means
     log_priors = jnp.log(priors)
-
-    if solver == "svd":
-        Xc = X - means[labels]  # class-centred rows
-        # within-class scatter of the standardised, class-centred data, scaled so that
-        # its squared singular values are the pooled (ddof=0) within-class variances,
-        # as the eigen solver's covariance with empirical priors
-        std = jnp.sqrt(jnp.mean(Xc * Xc, axis=0))
-        std = jnp.where(std > 0, std, 1.0)
-        factor = 1.0 / n
-        Xs = Xc / std * jnp.sqrt(factor)
-        if n >= d:
-            w, V = eigh_unordered(Xs.T @ Xs)
-            S = jnp.sqrt(jnp.maximum(w, 0.0))
-        else:
-            _, S, Vt = jnp.linalg.svd(Xs, full_matrices=False)
-            V = Vt.T
-        keep = S > tol
-        whiten = jnp.where(keep, 1.0 / jnp.where(keep, S, 1.0), 0.0)
-        sphere = (V / std[:, None]) * whiten[None, :]  # (d, r), zero columns dropped
-        between_factor = 1.0 / max(C - 1, 1)
-        centroids = (jnp.sqrt(n * priors * between_factor)[:, None] * (means - xbar)) @ sphere
-        _, S2, Vt2 = jnp.linalg.svd(centroids, full_matrices=False)
-        rank = jnp.sum(S2 > tol * S2[0])
-        scalings = sphere @ Vt2.T  # (d, min(C, r))
-        scalings = scalings * (jnp.arange(scalings.shape[1]) < rank)[None, :]
-        scalings = flip_signs_by_largest(scalings, axis=0)[0]
-        eigenvalues = S2 * S2
-        coef_reduced = (means - xbar) @ scalings
-        coef = coef_reduced @ scalings.T
-        intercept = -0.5 * jnp.sum(coef_reduced**2, axis=1) + log_priors - xbar @ coef.T
-        covariance = (
-            _within_covariance(X, means, counts, priors, labels)
-            if store_covariance
-            else jnp.zeros((d, d), dtype)
-        )
-        return LDAFit(
-            means,
-            xbar,
-            scalings,
-            eigenvalues,
-            rank,
-            coef,
-            intercept,
-            covariance,
-            jnp.sum(keep),
-            jnp.asarray(True),
-        )
-
-    weights = counts / n
-    if per_class:
-        # class covariances in one batched product over the rows grouped by class
-        # (``class_rows``: row indices per class, padded with n), not one pass per class
-        grouped = jnp.take(X, class_rows, axis=0, mode="fill", fill_value=0.0)
-        valid = (class_rows < n)[..., None]
-        grouped = jnp.where(valid, grouped - means[:, None, :], 0.0)
-        S_k = jnp.einsum("cmi,cmj->cij", grouped, grouped) / counts[:, None, None]
-        S_k = 0.5 * (S_k + jnp.swapaxes(S_k, 1, 2))
-        if shrinkage_mode == "auto":
-            fourth = jax.vmap(_fourth_moment)(grouped, S_k)
-        else:
-            fourth = jnp.zeros(C, dtype)
-        shrunk = jax.vmap(lambda S, f, c: _shrink(S, f, c, shrinkage_mode, shrinkage))(
-            S_k, fourth, counts
-        )
-        Sw = jnp.tensordot(priors, shrunk, axes=1)
-        pooled = jnp.tensordot(weights, S_k, axes=1)
+    Xc = X - means[labels]  # class-centred rows
+    # within-class scatter of the standardised, class-centred data, scaled so that
+    # its squared singular values are the pooled (ddof=0) within-class variances,
+    # as the eigen solver's covariance with empirical priors
+    std = jnp.sqrt(jnp.mean(Xc * Xc, axis=0))
+    std = jnp.where(std > 0, std, 1.0)
+    factor = 1.0 / n
+    Xs = Xc / std * jnp.sqrt(factor)
+    if n >= d:
+        w, V = eigh_unordered(Xs.T @ Xs)
+        S = jnp.sqrt(jnp.maximum(w, 0.0))
     else:
-        # priors = weights: sum_k pi_k S_k is the pooled scatter, and a fixed shrinkage
-        # of every S_k adds up to (1 - a) pooled + a sum_k pi_k tr(S_k) / d I
-        pooled, traces = _pooled_scatter(X, labels, means, counts, shrinkage_mode == "fixed")
-        Sw = pooled
-        if shrinkage_mode == "fixed":
-            target = (priors @ traces) / d * jnp.eye(d, dtype=dtype)
-            Sw = (1.0 - shrinkage) * pooled + shrinkage * target
+        _, S, Vt = jnp.linalg.svd(Xs, full_matrices=False)
+        V = Vt.T
+    keep = S > tol
+    whiten = jnp.where(keep, 1.0 / jnp.where(keep, S, 1.0), 0.0)
+    sphere = (V / std[:, None]) * whiten[None, :]  # (d, r), zero columns dropped
+    between_factor = 1.0 / max(C - 1, 1)
+    centroids = (jnp.sqrt(n * priors * between_factor)[:, None] * (means - xbar)) @ sphere
+    _, S2, Vt2 = jnp.linalg.svd(centroids, full_matrices=False)
+    rank = jnp.sum(S2 > tol * S2[0])
+    scalings = sphere @ Vt2.T  # (d, min(C, r))
+    scalings = scalings * (jnp.arange(scalings.shape[1]) < rank)[None, :]
+    scalings = flip_signs_by_largest(scalings, axis=0)[0]
+    eigenvalues = S2 * S2
+    coef_reduced = (means - xbar) @ scalings
+    coef = coef_reduced @ scalings.T
+    intercept = -0.5 * jnp.sum(coef_reduced**2, axis=1) + log_priors - xbar @ coef.T
+    covariance = (
+        _within_covariance(X, means, counts, priors, labels)
+        if store_covariance
+        else jnp.zeros((d, d), dtype)
+    )
+    return LDAFit(
+        means,
+        xbar,
+        scalings,
+        eigenvalues,
+        rank,
+        coef,
+        intercept,
+        covariance,
+        jnp.sum(keep),
+        jnp.asarray(True),
+    )
+
+
+@program(static_argnames=("solver", "shrinkage_mode"))
+def fit_lda_classes(
+    means,
+    counts,
+    covariances,
+    fourth,
+    total_fourth,
+    priors,
+    shrinkage,
+    *,
+    solver: str,
+    shrinkage_mode: str,
+):
+    """The "eigen" or "lsqr" fit from :func:`class_moments`: every class covariance
+    shrunk by itself (``shrinkage_mode="auto"``: its own Ledoit-Wolf alpha from
+    ``fourth``) and weighted by the priors, as scikit-learn does."""
+    shrunk = jax.vmap(lambda S, f, c: _shrink(S, f, c, shrinkage_mode, shrinkage))(
+        covariances, fourth, counts
+    )
+    Sw = jnp.tensordot(priors, shrunk, axes=1)
+    pooled = jnp.tensordot(counts / jnp.sum(counts), covariances, axes=1)
+    return _discriminants(
+        means, counts, priors, pooled, Sw, total_fourth, shrinkage, solver, shrinkage_mode
+    )
+
+
+@program(static_argnames=("solver", "shrinkage_mode"))
+def fit_lda_pooled(means, counts, pooled, priors, shrinkage, *, solver: str, shrinkage_mode: str):
+    """The "eigen" or "lsqr" fit from :func:`pooled_moments`' class means, counts and
+    pooled within-class scatter, for priors equal to ``counts / n`` and
+    ``shrinkage_mode`` "none" or "fixed" (a fixed shrinkage of every class covariance
+    adds up to the same shrinkage of the pooled one: ``sum_k pi_k tr(S_k) = tr(pooled)``
+    when ``pi_k = n_k / n``)."""
+    if shrinkage_mode not in ("none", "fixed") or solver not in ("eigen", "lsqr"):
+        raise ValueError("fit_lda_pooled takes solver 'eigen'/'lsqr' without 'auto' shrinkage")
+    Sw = _shrink(pooled, None, None, shrinkage_mode, shrinkage)
+    return _discriminants(
+        means, counts, priors, pooled, Sw, None, shrinkage, solver, shrinkage_mode
+    )
+
+
+def _total_covariance(pooled, means, counts):
+    """Total (ddof=0) covariance: within plus between, with the empirical class weights."""
+    weights = counts / jnp.sum(counts)
+    spread = means - weights @ means
+    St = pooled + (spread * weights[:, None]).T @ spread
+    return 0.5 * (St + St.T)
+
+
+def _discriminants(
+    means, counts, priors, pooled, Sw, fourth_total, shrinkage, solver, shrinkage_mode
+) -> LDAFit:
+    """The "lsqr" classifier or the "eigen" directions from the (shrunk) within-class
+    covariance Sw; ``pooled`` (unshrunk) and ``fourth_total`` feed the total
+    covariance that "eigen" shrinks as scikit-learn does."""
+    d = means.shape[1]
+    dtype = means.dtype
+    xbar = priors @ means
+    log_priors = jnp.log(priors)
     if solver == "lsqr":
         coef = jnp.linalg.lstsq(Sw, means.T)[0].T
         coef, intercept = _classifier(means, log_priors, coef)
@@ -290,15 +380,13 @@ def fit_lda(
         )
 
     # "eigen": S_b w = lambda S_w w with S_b = S_t - S_w, by Cholesky S_w = L L^T
-    # total covariance = within + between, both with the empirical class weights
-    total_mean = weights @ means
-    spread = means - total_mean
-    St = pooled + (spread * weights[:, None]).T @ spread
-    St = 0.5 * (St + St.T)
-    fourth_total = (
-        _fourth_moment(X - total_mean, St) if shrinkage_mode == "auto" else jnp.zeros((), dtype)
+    St = _shrink(
+        _total_covariance(pooled, means, counts),
+        fourth_total,
+        jnp.sum(counts),
+        shrinkage_mode,
+        shrinkage,
     )
-    St = _shrink(St, fourth_total, n, shrinkage_mode, shrinkage)
     Sb = St - Sw
     L = jax.lax.linalg.cholesky(Sw)
     # singular S_w: Cholesky fails (NaN) or, as round-off goes, leaves a pivot of the

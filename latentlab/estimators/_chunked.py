@@ -21,19 +21,21 @@ from functools import partial
 import jax
 import numpy as np
 
+from latentlab._chunk_tasks import (
+    gaussian_rows,
+    mixture_rows,
+    pilot_mean,
+    summarise_block,
+    summarise_chunk,
+)
 from latentlab.inference.chunked import (
     Moments,
     RowChunks,
-    block_moments,
     merge_moments,
     register,
 )
-from latentlab.models.gaussian_latent import (
-    CompleteSummary,
-    GaussianData,
-    OutOfCoreRows,
-    _chunk_stats,
-)
+from latentlab.inference.sharding import row_mesh
+from latentlab.models.gaussian_latent import CompleteSummary, GaussianData, OutOfCoreRows
 
 __all__ = [
     "GaussianSummary",
@@ -47,8 +49,6 @@ __all__ = [
 # Most rows per call of the jitted per-row E-step (otherwise the chunk size): it holds
 # (K+1)^2 x rows posterior moments (the in-memory route uses 1024 rows too).
 E_STEP_ROWS = 1024
-
-_chunk_stats_jit = jax.jit(_chunk_stats)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -105,49 +105,18 @@ class GaussianSummary:
         return self.pilot + c, column_variance, complete, (start_x, start_xx), m
 
 
-def _summarise_chunk(X, pilot, offset):
-    """The summary of one chunk of raw rows (float64), rows numbered from ``offset``."""
-    if np.isinf(X).any():
-        raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
-    mask = ~np.isnan(X)
-    observed_rows = mask.any(axis=1)
-    if not observed_rows.all():
-        empty = offset + np.flatnonzero(~observed_rows)
-        raise ValueError(
-            f"X has row(s) with every entry missing (NaN): rows "
-            f"{', '.join(map(str, empty[:10]))}. Drop them; they carry no information."
-        )
-    Xp = np.where(mask, X - pilot, 0.0)
-    count = mask.sum(axis=0).astype(np.float64)
-    mean = Xp.sum(axis=0) / np.where(count > 0, count, 1.0)
-    second = np.where(mask, Xp - mean, 0.0)
-    columns = Moments(count, mean, np.einsum("ij,ij->j", second, second))
-    complete = mask.all(axis=1)
-    Xz, m = Xp[~complete], mask[~complete].astype(np.float64)
-    sums = [Xz.sum(axis=0), Xz.T @ Xz, Xz.T @ m, m.T @ m, m.sum(axis=0)]
-    rows = offset + np.flatnonzero(~complete)
-    return columns, block_moments(Xp[complete]), int(Xz.shape[0]), sums, rows
-
-
-def _pilot(first):
-    mask = ~np.isnan(first)
-    count = mask.sum(axis=0)
-    total = np.where(mask, first, 0.0).sum(axis=0)
-    return np.where(count > 0, total / np.maximum(count, 1), 0.0)
-
-
 def summarise_gaussian(source: RowChunks) -> GaussianSummary:
     """One pass over ``source`` (sequential chunks, or Dask blocks in parallel)."""
     d = source.shape[1]
     if source.dask:
         blocks = source.source.to_delayed().ravel()
-        pilot = _pilot(np.asarray(blocks[0].compute(), np.float64))
+        pilot = pilot_mean(np.asarray(blocks[0].compute(), np.float64))
         offsets = np.concatenate([[0], np.cumsum(source.source.chunks[0])[:-1]])
         import dask
 
         parts = dask.compute(
             *[
-                dask.delayed(_summarise_block)(b, pilot, int(o))
+                dask.delayed(summarise_block)(b, pilot, int(o))
                 for b, o in zip(blocks, offsets, strict=True)
             ]
         )
@@ -158,50 +127,24 @@ def summarise_gaussian(source: RowChunks) -> GaussianSummary:
         for start, stop in slices:
             X = source.read(start, stop)
             if pilot is None:
-                pilot = _pilot(X)
-            parts.append(_summarise_chunk(X, pilot, start))
+                pilot = pilot_mean(X)
+            parts.append(summarise_chunk(X, pilot, start))
     summary = GaussianSummary(d, pilot)
     for part in parts:
         summary.add(part)
     return summary
 
 
-def _summarise_block(block, pilot, offset):
-    return _summarise_chunk(np.asarray(block, np.float64), pilot, offset)
-
-
 # ----------------------------------------------------------------------------- E-step
-
-
-def _gaussian_rows(X, *, W, mu, precision, scale, shift, dtype, rows_per_call):
-    """Regression statistics and log-likelihood of the rows of X (raw, float64) that
-    have missing entries, by the jitted chunk function at ``rows_per_call`` rows."""
-    mask = ~np.isnan(X)
-    keep = ~mask.all(axis=1)
-    mask = mask[keep].astype(np.float64)
-    Xz = np.where(mask > 0, (X[keep] - shift) / scale, 0.0)
-    K1 = W.shape[1] + 1
-    d = X.shape[1]
-    total = [np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1)), np.zeros(())]
-    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
-        for start in range(0, Xz.shape[0], rows_per_call):
-            rows = np.zeros((rows_per_call, d), dtype)
-            part = np.zeros((rows_per_call, d), dtype)
-            piece = Xz[start : start + rows_per_call]
-            rows[: len(piece)] = piece
-            part[: len(piece)] = mask[start : start + rows_per_call]
-            stats, loglik = _chunk_stats_jit(W, mu, precision, rows, part)
-            for i, leaf in enumerate((*stats, loglik)):
-                total[i] = total[i] + np.asarray(leaf, np.float64)
-    return tuple(total[:4]), total[4]
 
 
 class GaussianRowsPass:
     """The host side of the E-step for rows with missing entries (see
     :func:`latentlab.inference.chunked.host_sum`)."""
 
-    def __init__(self, source: RowChunks, shift, summary: GaussianSummary, dtype):
+    def __init__(self, source: RowChunks, shift, summary: GaussianSummary, dtype, mesh=None):
         self.source = source
+        self.mesh = mesh
         self.shift = shift
         # per chunk: a read spans at most one chunk of the source (a memmap's pages
         # touched by one fancy index stay resident until released)
@@ -216,7 +159,7 @@ class GaussianRowsPass:
     def reduce(self, name, W, mu, precision, scale):
         assert name == "gaussian_rows"
         block_fn = partial(
-            _gaussian_rows,
+            gaussian_rows,
             W=W.astype(self.dtype),
             mu=mu.astype(self.dtype),
             precision=precision.astype(self.dtype),
@@ -224,6 +167,7 @@ class GaussianRowsPass:
             shift=self.shift,
             dtype=self.dtype,
             rows_per_call=min(self.source.chunk_size, E_STEP_ROWS),
+            mesh=self.mesh,
         )
         if self.source.dask:
             d, K1 = W.shape[0], W.shape[1] + 1
@@ -246,6 +190,18 @@ class GaussianRowsPass:
 # ----------------------------------------------------------------------------- fit
 
 
+def _row_mesh(est, source: RowChunks):
+    """The mesh of ``est.devices`` for the host's chunk functions (None: one device)."""
+    mesh = row_mesh(getattr(est, "devices", None))
+    if mesh is not None and source.dask:
+        raise ValueError(
+            f"{type(est).__name__}(devices={est.devices!r}) cannot take a Dask array: Dask "
+            "places the work on its workers; leave devices=None (each worker uses its "
+            "default device)"
+        )
+    return mesh
+
+
 def _forget_feature_names(est, d):
     est.n_features_in_ = d
     if hasattr(est, "feature_names_in_"):
@@ -266,12 +222,13 @@ def fit_gaussian_latent(est, source: RowChunks):
     if isinstance(est.n_components, str):
         raise ValueError(f"{name}(n_components={est.n_components!r}) needs X in memory")
     K = est._check_settings(n, d)
+    mesh = _row_mesh(est, source)
     summary = summarise_gaussian(source)
     shift, column_variance, complete, start, counts = summary.about_mean()
     _forget_feature_names(est, d)
     with est._precision():
         dtype = jax.dtypes.canonicalize_dtype(np.float64)
-        rows_pass = GaussianRowsPass(source, shift, summary, dtype)
+        rows_pass = GaussianRowsPass(source, shift, summary, dtype, mesh)
         with register(rows_pass) as token:
             rows = None
             if summary.n_missing_rows:
@@ -300,50 +257,14 @@ def fit_gaussian_latent(est, source: RowChunks):
 # ----------------------------------------------------------------------------- mixture
 
 
-def _gmm_rows(X, *, params, shift, unit, covariance_type, dtype, rows_per_call):
-    """Mixture statistics (count, sum_dx, sum_dxx) and log-likelihood of the rows of X
-    (raw, float64), standardised as the in-memory fit does; complete rows and rows
-    with missing entries by their jitted chunk functions at fixed row counts."""
-    from latentlab.models import gmm
-
-    observed = ~np.isnan(X)
-    Z = np.where(observed, (X - shift) / unit, 0.0)
-    complete = observed.all(axis=1)
-    d = X.shape[1]
-    complete_rows, missing_rows = rows_per_call
-    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
-        shapes = jax.eval_shape(
-            partial(gmm._complete_chunk, covariance_type=covariance_type),
-            params,
-            np.zeros((complete_rows, d), dtype),
-            np.zeros(complete_rows, dtype),
-        )
-        total = [np.zeros(leaf.shape) for leaf in jax.tree.leaves(shapes)]
-
-        def add(fn, rows, *arrays):
-            for start in range(0, arrays[0].shape[0], rows):
-                padded = []
-                for a in arrays:
-                    part = np.zeros((rows, *a.shape[1:]), dtype)
-                    piece = a[start : start + rows]
-                    part[: len(piece)] = piece
-                    padded.append(part)
-                out = fn(params, *padded, covariance_type=covariance_type)
-                for i, leaf in enumerate(jax.tree.leaves(out)):
-                    total[i] = total[i] + np.asarray(leaf, np.float64)
-
-        add(gmm._complete_chunk, complete_rows, Z[complete], np.ones(int(complete.sum())))
-        add(gmm._missing_chunk, missing_rows, Z[~complete], observed[~complete])
-    return total
-
-
 class MixtureRowsPass:
     """The host side of the mixture's E-step: every row, every iteration."""
 
-    def __init__(self, source: RowChunks, shift, unit, covariance_type, dtype):
+    def __init__(self, source: RowChunks, shift, unit, covariance_type, dtype, mesh=None):
         from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
 
         self.source = source
+        self.mesh = mesh
         self.shift, self.unit = shift, unit
         self.covariance_type = covariance_type
         self.dtype = np.dtype(dtype)
@@ -356,13 +277,14 @@ class MixtureRowsPass:
         assert name == "gmm_rows"
         params = gmm.Params(*(np.asarray(a, self.dtype) for a in (weights, means, scale)))
         block_fn = partial(
-            _gmm_rows,
+            mixture_rows,
             params=params,
             shift=self.shift,
             unit=self.unit,
             covariance_type=self.covariance_type,
             dtype=self.dtype,
             rows_per_call=self.rows_per_call,
+            mesh=self.mesh,
         )
         if self.source.dask:
             template = block_fn(np.zeros((0, self.source.shape[1])))
@@ -392,6 +314,7 @@ def fit_mixture(est, source: RowChunks, previous):
         )
     _forget_feature_names(est, d)
     K = est._check_settings(n, d)
+    mesh = _row_mesh(est, source)
     summary = summarise_gaussian(source)
     columns = summary.columns
     shift = summary.about_mean()[0]
@@ -420,7 +343,7 @@ def fit_mixture(est, source: RowChunks, previous):
             np.ones(K, bool),
             *est._given_start(weights, means, scale, K, K, dtype),
         )
-        rows_pass = MixtureRowsPass(source, shift, unit, est.covariance_type, dtype)
+        rows_pass = MixtureRowsPass(source, shift, unit, est.covariance_type, dtype, mesh)
         with register(rows_pass) as token:
             # one all-padding chunk in the program; every row comes from the host
             data = gmm.GMMData(
@@ -442,9 +365,12 @@ def fit_mixture(est, source: RowChunks, previous):
 # ----------------------------------------------------------------------------- outputs
 
 
-def map_row_output(est, method, X, n_columns=None):
+def map_row_output(est, method, X, n_columns=None, dtype=np.float64):
     """``method`` (a bound estimator method on NumPy rows) over a Dask array's row
-    blocks: a Dask array of shape (n,) or (n, n_columns)."""
+    blocks: a Dask array of shape (n,) or (n, n_columns) and type ``dtype``."""
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(est)
     n_features = est.n_features_in_
     if X.ndim != 2:
         raise ValueError(f"Expected a 2-D array (n_samples, n_features), got shape {X.shape}")
@@ -455,8 +381,8 @@ def map_row_output(est, method, X, n_columns=None):
         )
     X = X.rechunk({1: -1})
     if n_columns is None:
-        return X.map_blocks(_apply, method, drop_axis=1, dtype=np.float64)
-    return X.map_blocks(_apply, method, chunks=(X.chunks[0], (n_columns,)), dtype=np.float64)
+        return X.map_blocks(_apply, method, drop_axis=1, dtype=dtype)
+    return X.map_blocks(_apply, method, chunks=(X.chunks[0], (n_columns,)), dtype=dtype)
 
 
 def _apply(block, method):

@@ -330,7 +330,7 @@ class OnlineMixtureMixin:
         -------
         self
         """
-        from latentlab.estimators._chunked import _gmm_rows
+        from latentlab._chunk_tasks import mixture_rows
         from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
         from latentlab.models import gmm
 
@@ -357,7 +357,7 @@ class OnlineMixtureMixin:
             # rows per compiled call: the first chunk's bucket, so equal chunks share one
             bucket = int(state["rows_per_call"])
             rows = (min(bucket, CHUNK), min(bucket, MISSING_CHUNK[ctype]))
-            count, sum_dx, sum_dxx, loglik = _gmm_rows(
+            count, sum_dx, sum_dxx, loglik = mixture_rows(
                 X,
                 params=params,
                 shift=state["shift"],

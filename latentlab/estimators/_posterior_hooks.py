@@ -1,82 +1,74 @@
-"""Each generative estimator's posterior problem, described once.
+"""Each generative estimator's posterior problem, from public state only.
 
-A :class:`PosteriorProblem` holds the declaration to sample (on the data as the
-estimator's own MAP/SVI fit sees it: centred at the column means and divided by one
-global scale), the fitted point in those units, the map of draws back to data units,
-how to score rows, and which sites need alignment.  Every estimator points its
-``_posterior_problem(X, y, prior)`` hook at one of the builders here; a new model
-joins by writing one.  :mod:`latentlab.estimators._posterior_sampling` runs NUTS,
-SVI or a Laplace approximation on the problem and returns an ArviZ DataTree.
+The posterior engine (:mod:`latentlab.inference.posterior`) reads a model's
+:class:`~latentlab.inference.posterior.spec.PosteriorSpec` -- exported by its module
+in :mod:`latentlab.models` -- and, of a fitted estimator, only this protocol:
+
+- ``model_``: the declaration with the fit's static settings bound, scoring rows in
+  data units; the sampled target is the same function with ``use_prior`` and the
+  spec's settings bound.
+- ``params_``: the fitted value of every latent site, in data units (the point the
+  samplers start from and the draws are aligned to).
+- ``fit_shift_`` and ``fit_scale_``, for models sampled on standardised data: the
+  fit's own standardisation ``(x - fit_shift_) / fit_scale_``, where its MAP/SVI fit
+  and the declared priors live.
+- the settings ``method`` and ``prior``: whether the fit used the declaration's
+  priors (with the spec's ``em_prior`` for EM fits);
+- ``n_features_in_`` and ``feature_names_in_`` (coordinates), and the public
+  attributes each builder below names (``n_targets_``, ``covariance_type``,
+  ``doc_lengths_``, ...).
+
+Every estimator points its ``_posterior_problem(X, y, prior)`` hook at one of the
+builders here; a new model joins by exporting a spec and writing a builder of a few
+lines.  :mod:`latentlab.estimators._posterior_sampling` validates the settings and
+runs the engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-from typing import NamedTuple
-
 import numpy as np
+from sklearn.utils import check_array, check_consistent_length
+from sklearn.utils.validation import validate_data
 
 from latentlab._validation import (
     check_data,
     check_no_empty_columns,
     check_no_empty_rows,
 )
+from latentlab.inference.posterior.problem import (
+    PosteriorProblem,
+    Standardisation,
+    build_problem,
+)
+from latentlab.models import bpca, factor_analysis, gmm, plsa, ppca, supervised_pca
 
 __all__ = [
-    "METHODS",
-    "PosteriorProblem",
     "fitted_with_prior",
-    "gaussian_latent_problem",
+    "ppca_problem",
+    "fa_problem",
+    "bpca_problem",
     "supervised_problem",
     "mixture_problem",
     "topic_problem",
     "default_problem",
 ]
 
-METHODS = ("nuts", "svi", "laplace")
 
-
-class PosteriorProblem(NamedTuple):
-    target: Callable  # NumPyro model sampled (static settings bound), called target(*target_args)
-    target_args: tuple  # its data, in the target's units
-    init: dict  # the fitted point in the target's units (constrained)
-    to_original: Callable  # dict of draws (any leading dims) in target units -> data units
-    loglik_model: Callable  # declaration scoring rows in data units
-    loglik_args: tuple
-    loglik_sites: tuple  # observed sites whose per-row log-densities are added up
-    loglik_name: str  # name of the pointwise log-likelihood variable
-    point: dict  # fitted parameters in data units (params_), the alignment reference
-    use_prior: bool
-    dims: dict  # site -> dimension names
-    coords: dict
-    loadings: tuple = ()  # loadings sites (d_i, K) sharing one latent space, stacked by rows
-    noise: tuple = ()  # (site, n_features) noise variances, for explained-variance ratios
-    components: dict | None = None  # site -> axis of the component index (mixtures)
-    component_key: str | None = None  # site whose rows identify components
-    component_weights: str | None = None
-    component_metric: np.ndarray | None = None
-    nuts_warning: str | None = None  # why NUTS is expected to struggle on this target
-
-
-def fitted_with_prior(est) -> bool:
+def fitted_with_prior(est, spec) -> bool:
     """Whether the estimator's own fit used the declaration's priors."""
-    if callable(getattr(est, "_use_prior", None)):
-        return bool(est._use_prior())
-    method = getattr(est, "method", "em")
-    if method == "svi":
+    if est.method == "svi":
         return True
-    if method == "map":
-        return bool(getattr(est, "prior", False))
-    return bool(getattr(est, "_em_uses_prior", False))
+    if est.method == "map":  # models without a ``prior`` setting always have one in MAP
+        return bool(getattr(est, "prior", True))
+    return spec.em_prior
 
 
-def _resolve_prior(est, prior) -> bool:
+def _resolve_prior(est, spec, prior) -> bool:
     if prior is None:
-        return fitted_with_prior(est)
+        return fitted_with_prior(est, spec)
     if not isinstance(prior, (bool, np.bool_)):
         raise ValueError(f"prior must be True, False or None, got {prior!r}")
-    if not prior and getattr(est, "_posterior_prior_required", False):
+    if not prior and spec.prior_required:
         raise ValueError(
             f"{type(est).__name__}'s prior is part of the model (without it some "
             "parameters are not identified); prior=False is not available"
@@ -84,14 +76,14 @@ def _resolve_prior(est, prior) -> bool:
     return bool(prior)
 
 
-def _standardisation(V):
-    """Observed column means and one global scale, as the estimators' MAP/SVI fits use."""
-    observed = ~np.isnan(V)
-    shift = np.where(observed, V, 0.0).sum(axis=0) / observed.sum(axis=0)
-    variance = np.where(observed, (V - shift) ** 2, 0.0).sum(axis=0) / observed.sum(axis=0)
-    typical = np.mean(variance) if np.any(variance > 0) else 1.0
-    mean_variance = float(np.mean(np.where(variance > 0, variance, typical)))
-    return shift, (np.sqrt(mean_variance) if mean_variance > 0 else 1.0)
+def _standardisation(est, blocks: dict) -> Standardisation:
+    """The fit's standardisation, its shift split into the column blocks ``blocks``
+    (dimension name -> slice of ``fit_shift_``)."""
+    if hasattr(est, "fit_shift_"):
+        shift, scale = est.fit_shift_, est.fit_scale_
+    else:  # a stream (partial_fit) keeps none: the fitted model's mean and variance
+        shift, scale = est.mean_, np.sqrt(np.mean(np.diag(est.get_covariance())))
+    return Standardisation({dim: shift[cut] for dim, cut in blocks.items()}, float(scale))
 
 
 def _feature_coords(est, d):
@@ -99,263 +91,134 @@ def _feature_coords(est, d):
     return {"feature": list(names) if names is not None else list(range(d))}
 
 
-# ----------------------------------------------------------------------------- problems
-
-
-def gaussian_latent_problem(est, X, y=None, prior=None) -> PosteriorProblem:
-    """PPCA, Bayesian PCA, factor analysis: sites named by the model module's Params."""
-    import jax.numpy as jnp
-
-    module = est._module
+def _observed_data(est, X):
     X = check_data(est, X, reset=False, allow_nan=True)
     mask = ~np.isnan(X)
     check_no_empty_rows(mask)
     check_no_empty_columns(mask)
-    has_missing = not mask.all()
-    shift, scale = _standardisation(X)
-    use_prior = _resolve_prior(est, prior)
-    fields = module.Params._fields
+    return X, mask
 
-    def to_original(values):
-        params = module.rescale(module.Params(**{f: values[f] for f in fields}), scale)
-        params = params._replace(mu=params.mu + shift)
-        return {f: np.asarray(v) for f, v in params._asdict().items()}
 
-    point = {f: np.asarray(est.params_[f]) for f in fields}
-    start = module.Params(**point)
-    start = module.rescale(start._replace(mu=start.mu - shift), 1.0 / scale)
-    init = {f: jnp.asarray(v) for f, v in start._asdict().items()}
-    target = partial(
-        module.model,
-        n_components=est.n_components_,
-        has_missing=has_missing,
-        use_prior=use_prior,
-        **est._declaration_settings(scale),
+# ----------------------------------------------------------------------------- builders
+
+
+def _problem(est, spec, data, prior, **options) -> PosteriorProblem:
+    """The problem of ``est``'s fit (its ``model_`` and ``params_``) on ``data``."""
+    use_prior = _resolve_prior(est, spec, prior)
+    return build_problem(spec, est.model_, data, est.params_, use_prior=use_prior, **options)
+
+
+def _gaussian_latent_problem(est, spec, X, prior, settings=None) -> PosteriorProblem:
+    """PPCA, Bayesian PCA, factor analysis: sampled on the fit's standardised data."""
+    X, mask = _observed_data(est, X)
+    return _problem(
+        est,
+        spec,
+        (X,),
+        prior,
+        has_missing=not mask.all(),
+        standardisation=_standardisation(est, {"feature": slice(None)}),
+        settings=settings,
+        coords=_feature_coords(est, X.shape[1]),
     )
-    d = X.shape[1]
-    noise_site = "psi" if "psi" in fields else "sigma2"
-    dims = {"W": ["feature", "component"], "mu": ["feature"], "psi": ["feature"]}
-    dims["alpha"] = ["component"]
-    return PosteriorProblem(
-        target=target,
-        target_args=(jnp.asarray((X - shift) / scale),),
-        init=init,
-        to_original=to_original,
-        loglik_model=partial(est.model_, has_missing=has_missing),
-        loglik_args=(jnp.asarray(X),),
-        loglik_sites=("x",),
-        loglik_name="x",
-        point=point,
-        use_prior=use_prior,
-        dims={k: v for k, v in dims.items() if k in fields},
-        coords=_feature_coords(est, d),
-        loadings=("W",),
-        noise=((noise_site, d),),
-    )
+
+
+def ppca_problem(est, X, y=None, prior=None) -> PosteriorProblem:
+    return _gaussian_latent_problem(est, ppca.posterior_spec(), X, prior)
+
+
+def fa_problem(est, X, y=None, prior=None) -> PosteriorProblem:
+    return _gaussian_latent_problem(est, factor_analysis.posterior_spec(), X, prior)
+
+
+def bpca_problem(est, X, y=None, prior=None) -> PosteriorProblem:
+    # the hyperprior rate in the data's units, as model_ binds it
+    rate = {"alpha_b": float(est.alpha_b * est.reference_variance_)}
+    return _gaussian_latent_problem(est, bpca.posterior_spec(), X, prior, settings=rate)
 
 
 def supervised_problem(est, X, y=None, prior=None) -> PosteriorProblem:
     """Supervised PCA: the tempered collapsed declaration (EM's objective at any alpha)."""
-    import jax.numpy as jnp
-
-    from latentlab.models import supervised_pca as spca
-
     if y is None:
         raise ValueError("SupervisedPCA.sample_posterior requires y (the targets of X's rows)")
     X = check_data(est, X, reset=False, allow_nan=True)
-    Y = est._check_y(y, X.shape[0]).reshape(X.shape[0], -1)
+    Y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite="allow-nan")
+    check_consistent_length(X, Y)
+    Y = Y.reshape(X.shape[0], -1)
     if Y.shape[1] != est.n_targets_:
         raise ValueError(
             f"y has {Y.shape[1]} target(s), but SupervisedPCA was fitted with {est.n_targets_}"
         )
-    V = np.concatenate([X, Y], axis=1)
-    mask = ~np.isnan(V)
+    mask = ~np.isnan(np.concatenate([X, Y], axis=1))
     check_no_empty_rows(mask)
     check_no_empty_columns(mask)
-    has_missing = not mask.all()
-    shift, scale = _standardisation(V)
-    d_x, d_y = X.shape[1], Y.shape[1]
-    shifts = {"mu_x": shift[:d_x], "mu_y": shift[d_x:]}
-    use_prior = _resolve_prior(est, prior)
-
-    def to_original(values):
-        out = {}
-        for name, value in values.items():
-            value = np.asarray(value)
-            if name.startswith("mu"):
-                out[name] = value * scale + shifts[name]
-            elif name.startswith("W"):
-                out[name] = value * scale
-            else:
-                out[name] = value * scale**2
-        return out
-
-    point = {k: np.asarray(v) for k, v in est.params_.items()}
-    init = {}
-    for name, value in point.items():
-        if name.startswith("mu"):
-            init[name] = jnp.asarray((value - shifts[name]) / scale)
-        elif name.startswith("W"):
-            init[name] = jnp.asarray(value / scale)
-        else:
-            init[name] = jnp.asarray(value / scale**2)
-    target = partial(
-        spca.spca_model,
-        n_components=est.n_components_,
-        alpha=float(est.alpha),
-        has_missing=has_missing,
-        use_prior=use_prior,
-        tempered=True,
-    )
+    d_x = X.shape[1]
+    spec = supervised_pca.posterior_spec()
     coords = _feature_coords(est, d_x)
-    coords["target"] = list(range(d_y))
-    return PosteriorProblem(
-        target=target,
-        target_args=(
-            jnp.asarray((X - shift[:d_x]) / scale),
-            jnp.asarray((Y - shift[d_x:]) / scale),
+    coords["target"] = list(range(Y.shape[1]))
+    return _problem(
+        est,
+        spec,
+        (X, Y),
+        prior,
+        has_missing=not mask.all(),
+        standardisation=_standardisation(
+            est, {"feature": slice(None, d_x), "target": slice(d_x, None)}
         ),
-        init=init,
-        to_original=to_original,
-        loglik_model=partial(est.model_, has_missing=has_missing),
-        loglik_args=(jnp.asarray(X), jnp.asarray(Y)),
-        loglik_sites=("x", "y"),
-        loglik_name="xy",
-        point=point,
-        use_prior=use_prior,
-        dims={
-            "W_x": ["feature", "component"],
-            "W_y": ["target", "component"],
-            "mu_x": ["feature"],
-            "mu_y": ["target"],
-        },
         coords=coords,
-        loadings=("W_x", "W_y"),
-        noise=(("sigma2_x", d_x), ("sigma2_y", d_y)),
     )
 
 
 def mixture_problem(est, X, y=None, prior=None) -> PosteriorProblem:
     """Gaussian mixtures, sampled in data units (the declared priors are in those units)."""
-    import jax.numpy as jnp
-
-    allow_nan = est.__sklearn_tags__().input_tags.allow_nan
-    X = check_data(est, X, reset=False, allow_nan=allow_nan)
-    settings = dict(est.model_.keywords)
-    if allow_nan:  # traced callers must say whether X has NaN
-        mask = ~np.isnan(X)
-        check_no_empty_rows(mask)
-        settings["has_missing"] = not mask.all()
-    use_prior = _resolve_prior(est, prior)
-    point = {k: np.asarray(v) for k, v in est.params_.items()}
-    covariance_type = est.covariance_type
-    target = partial(est.model_.func, **{**settings, "use_prior": use_prior})
-    scale_dims = {
-        "full": ["component", "feature", "feature_bis"],
-        "tied": ["feature", "feature_bis"],
-        "diag": ["component", "feature"],
-        "spherical": ["component"],
-    }[covariance_type]
-    components = {"weights": 0, "means": 0}
-    if covariance_type != "tied":
-        components["scale"] = 0
-    covariances = est.covariances_
-    if covariance_type == "tied":
-        pooled = covariances
-    elif covariance_type == "full":
-        pooled = covariances.mean(axis=0)
-    else:
-        pooled = _diagonal_covariances(covariances, X.shape[1]).mean(axis=0)
-    coords = _feature_coords(est, X.shape[1])
+    X = check_data(est, X, reset=False, allow_nan=True)
+    mask = ~np.isnan(X)
+    check_no_empty_rows(mask)
+    spec = gmm.posterior_spec(est.covariance_type)
+    d = X.shape[1]
+    coords = _feature_coords(est, d)
     coords["feature_bis"] = coords["feature"]
-    return PosteriorProblem(
-        target=target,
-        target_args=(jnp.asarray(X),),
-        init={k: jnp.asarray(v) for k, v in point.items()},
-        to_original=lambda values: {k: np.asarray(v) for k, v in values.items()},
-        loglik_model=partial(est.model_.func, **settings),
-        loglik_args=(jnp.asarray(X),),
-        loglik_sites=("x",),
-        loglik_name="x",
-        point=point,
-        use_prior=use_prior,
-        dims={"weights": ["component"], "means": ["component", "feature"], "scale": scale_dims},
+    pooled = gmm.pooled_covariance(est.params_["scale"], est.covariance_type, d)
+    return _problem(
+        est,
+        spec,
+        (X,),
+        prior,
+        has_missing=not mask.all(),
         coords=coords,
-        components=components,
-        component_key="means",
-        component_weights="weights",
         component_metric=np.linalg.inv(pooled),
     )
 
 
-def _diagonal_covariances(variances, d):
-    """(K, d, d) diagonal covariances from diag (K, d) or spherical (K,) variances."""
-    variances = np.asarray(variances)
-    if variances.ndim == 1:
-        variances = np.repeat(variances[:, None], d, axis=1)
-    return variances[:, :, None] * np.eye(d)
-
-
 def topic_problem(est, X, y=None, prior=None) -> PosteriorProblem:
-    """pLSA: theta (one mixture per training document) and phi, on the simplex.
-
-    Maximum-likelihood pLSA often puts exact zeros in theta or phi (a word a topic never
-    uses), on the boundary of the simplex where unconstrained coordinates are
-    infinite: the starting point is moved 1e-6 into the interior.  A Laplace
-    approximation there is poor.
-
-    The likelihood depends on theta and phi only through theta @ phi, which is
-    unchanged by any invertible K x K map A with theta A and A^-1 phi still on their
-    simplices (NMF's non-uniqueness), so beyond relabelling the flat-prior posterior
-    is a ridge that reaches the simplex boundary.  NUTS explores that ridge and
-    reports divergences near its ends (on a 20-document, 2-topic corpus: 150-180
-    divergent transitions out of 200), so it warns up front; SVI (a local Gaussian in
-    unconstrained coordinates) describes the spread around the fit.  Dirichlet
-    priors (``doc_topic_prior``, ``topic_word_prior`` > 1 with ``prior=True``) pull the
-    ridge's ends in but do not remove it.
-    """
-    import jax.numpy as jnp
-
-    csr = est._counts(X, reset=False)
+    """pLSA: theta (one mixture per training document) and phi, on the simplex."""
+    X = validate_data(
+        est,
+        X,
+        reset=False,
+        accept_sparse=("csr", "csc", "coo"),
+        dtype=np.float64,
+        ensure_all_finite=True,
+    )
+    counts = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    if np.any(counts < 0) or np.any(counts != np.round(counts)):
+        raise ValueError("PLSA models non-negative integer word counts")
     D = len(est.doc_lengths_)
-    if csr.shape[0] != D:
+    if counts.shape[0] != D:
         raise ValueError(
             f"PLSA's theta holds one topic mixture per training document: sample_posterior "
-            f"needs the training counts ({D} rows), got {csr.shape[0]} rows"
+            f"needs the training counts ({D} rows), got {counts.shape[0]} rows"
         )
-    use_prior = _resolve_prior(est, prior)
-    settings = {k: v for k, v in est.model_.keywords.items() if k != "use_prior"}
-    point = {k: np.asarray(v) for k, v in est.params_.items()}
-
-    def interior(p, eps=1e-6):
-        return (p + eps) / (1.0 + eps * p.shape[-1])
-
-    counts = jnp.asarray(csr.toarray())
-    vocabulary = getattr(est, "vocabulary_", None)
-    words = list(vocabulary) if vocabulary is not None else list(range(csr.shape[1]))
-    return PosteriorProblem(
-        target=partial(est.model_.func, **settings, use_prior=use_prior),
-        target_args=(counts,),
-        init={k: jnp.asarray(interior(v)) for k, v in point.items()},
-        to_original=lambda values: {k: np.asarray(v) for k, v in values.items()},
-        loglik_model=partial(est.model_.func, **settings),
-        loglik_args=(counts,),
-        loglik_sites=("x",),
-        loglik_name="x",
-        point=point,
-        use_prior=use_prior,
-        dims={"theta": ["document", "component"], "phi": ["component", "word"]},
+    smoothed = est.doc_topic_prior is not None or est.topic_word_prior is not None
+    spec = plsa.posterior_spec(est.n_components_, smoothed=smoothed)
+    vocabulary = est.vocabulary_
+    words = list(vocabulary) if vocabulary is not None else list(range(counts.shape[1]))
+    return _problem(
+        est,
+        spec,
+        (counts,),
+        prior,
         coords={"word": words},
-        components={"phi": 0, "theta": 1},
-        component_key="phi",
-        nuts_warning=None
-        if point["phi"].shape[0] == 1
-        else (
-            "pLSA's likelihood depends on theta and phi only through theta @ phi, so its "
-            "posterior is a ridge reaching the simplex boundary (not a point up to "
-            "relabelling): expect many divergent transitions and draws along that ridge.  "
-            "method='svi' describes the spread around the fit."
-        ),
     )
 
 

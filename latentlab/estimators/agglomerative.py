@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import ClusterMixin
 
-from latentlab._validation import check_data, check_option
+from latentlab._settings import Integer, Options, Real
+from latentlab._validation import check_data
 from latentlab.closed_form import agglomerative as cf
 from latentlab.estimators.base import LatentEstimator
 
@@ -61,13 +60,18 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
     array([0, 0, 1, 1])
     """
 
+    _settings = {
+        "n_clusters": Integer(1, None) | None,  # at most n_samples: checked with the data
+        "linkage": Options(*cf.LINKAGES),
+        "distance_threshold": Real(0, None, finite=True) | None,
+    }
+
     def __init__(self, n_clusters=2, *, linkage="ward", distance_threshold=None):
         self.n_clusters = n_clusters
         self.linkage = linkage
         self.distance_threshold = distance_threshold
 
     def _check_settings(self, n_samples):
-        check_option("linkage", self.linkage, cf.LINKAGES)
         k, threshold = self.n_clusters, self.distance_threshold
         if (k is None) == (threshold is None):
             raise ValueError(
@@ -75,15 +79,7 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
                 f"to None), got n_clusters={k!r}, distance_threshold={threshold!r}"
             )
         if threshold is not None:
-            if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-                raise ValueError(f"distance_threshold must be a number, got {threshold!r}")
-            if not (np.isfinite(threshold) and threshold >= 0):
-                raise ValueError(
-                    f"distance_threshold must be finite and non-negative, got {threshold!r}"
-                )
             return None, float(threshold)
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"n_clusters must be a positive integer or None, got {k!r}")
         if k > n_samples:
             raise ValueError(f"n_clusters={k} exceeds n_samples={n_samples}")
         return int(k), None
@@ -93,7 +89,8 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n = X.shape[0]
         k, threshold = self._check_settings(n)
-        Z = cf.linkage_matrix(X, self.linkage)
+        with self._precision():  # single linkage compiles: float64, the compile cache
+            Z = cf.linkage_matrix(X, self.linkage)
         self.children_ = Z[:, :2].astype(np.int64)
         self.distances_ = Z[:, 2].copy()
         if threshold is not None:

@@ -4,7 +4,6 @@ error with Adam (optax), one compiled program per epoch."""
 from __future__ import annotations
 
 import numbers
-import warnings
 from functools import partial
 
 import jax
@@ -12,12 +11,21 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from latentlab._validation import check_codes, check_data, check_option, check_positive_int
+from latentlab._settings import (
+    Boolean,
+    Dtype,
+    Integer,
+    LayerSizes,
+    Options,
+    RandomState,
+    Real,
+    Verbose,
+)
+from latentlab._validation import check_codes, check_data, check_n_components, check_positive_int
 from latentlab.estimators._dispatch import map_rows, row_bucket
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy, warn_not_converged
 from latentlab.inference.programs import program
 from latentlab.inference.summaries import pad_rows
 from latentlab.models.vae import (
@@ -47,18 +55,6 @@ def check_layer_sizes(name: str, sizes) -> tuple:
     for s in sizes:
         check_positive_int(f"every entry of {name}", s)
     return tuple(int(s) for s in sizes)
-
-
-def _check_fraction(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
-    return float(value)
-
-
-def _check_nonnegative(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    return float(value)
 
 
 def _reconstruct(params, X, activation):
@@ -231,6 +227,24 @@ class Autoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstim
     (100, 2)
     """
 
+    _settings = {
+        "n_components": Integer(1, None),
+        "hidden_layer_sizes": LayerSizes(),
+        "activation": Options(*ACTIVATIONS),
+        "learning_rate": Options(*SCHEDULES),
+        "learning_rate_init": Real(0, None, closed="neither"),
+        "batch_size": Integer(1, None) | "auto",
+        "max_iter": Integer(1, None),
+        "tol": Real(0, None),
+        "early_stopping": Boolean(),
+        "validation_fraction": Real(0, 1, closed="neither"),
+        "n_iter_no_change": Integer(1, None),
+        "alpha": Real(0, None),
+        "random_state": RandomState(),
+        "verbose": Verbose(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components=2,
@@ -269,30 +283,12 @@ class Autoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstim
     # -- fitting ------------------------------------------------------------------------
 
     def _check_settings(self, n_samples, n_features):
-        K = check_positive_int("n_components", self.n_components)
-        if K > n_features:
-            raise ValueError(
-                f"n_components={K} is out of range: it must satisfy "
-                f"1 <= n_components <= n_features = {n_features}"
-            )
+        """The settings against the data (the table is checked on entry to fit)."""
+        K = check_n_components(self.n_components, 1, n_features, "n_features")
         hidden = check_layer_sizes("hidden_layer_sizes", self.hidden_layer_sizes)
-        check_option("activation", self.activation, tuple(ACTIVATIONS))
-        check_option("learning_rate", self.learning_rate, SCHEDULES)
-        if isinstance(self.learning_rate_init, bool) or not (
-            isinstance(self.learning_rate_init, numbers.Real) and self.learning_rate_init > 0
-        ):
-            raise ValueError(
-                f"learning_rate_init must be a positive number, got {self.learning_rate_init!r}"
-            )
-        for name in ("max_iter", "n_iter_no_change"):
-            check_positive_int(name, getattr(self, name))
-        _check_nonnegative("tol", self.tol)
-        _check_nonnegative("alpha", self.alpha)
-        if not isinstance(self.early_stopping, (bool, np.bool_)):
-            raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}")
         n_val = 0
         if self.early_stopping:
-            fraction = _check_fraction("validation_fraction", self.validation_fraction)
+            fraction = float(self.validation_fraction)
             n_val = int(np.ceil(fraction * n_samples))
             if n_val < 1 or n_samples - n_val < 1:
                 raise ValueError(
@@ -303,7 +299,7 @@ class Autoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstim
         if isinstance(self.batch_size, str) and self.batch_size == "auto":
             batch = min(200, n_train)
         else:
-            batch = min(check_positive_int("batch_size", self.batch_size), n_train)
+            batch = min(int(self.batch_size), n_train)
         return K, hidden, n_val, batch
 
     def fit(self, X, y=None):
@@ -387,13 +383,8 @@ class Autoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstim
             if val is not None:
                 params = best_params  # scikit-learn keeps the best validation epoch's
         if not converged:
-            warnings.warn(
-                f"Autoencoder stopped at max_iter={self.max_iter} epochs before the "
-                f"{'validation score' if val is not None else 'training loss'} stopped "
-                f"improving by tol={self.tol}; increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            solver = "training (validation score)" if val is not None else "training"
+            warn_not_converged(self, solver, steps="epochs")
         self.params_ = {
             k: to_numpy(v)
             for part in ("encoder", "decoder")

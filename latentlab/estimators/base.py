@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import warnings
 from contextlib import contextmanager
 
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._cache import ensure_compilation_cache
+from latentlab._settings import validate_settings
+from latentlab._validation import check_positive_int
 
-__all__ = ["LatentEstimator", "PosteriorMixin", "GenerativeMixin", "to_numpy", "jax_key"]
+__all__ = [
+    "LatentEstimator",
+    "PosteriorMixin",
+    "GenerativeMixin",
+    "to_numpy",
+    "jax_key",
+    "check_finite_fit",
+    "warn_not_converged",
+    "LATENTLAB_FILES",
+]
 
 
 def to_numpy(a) -> np.ndarray:
@@ -27,8 +42,91 @@ def jax_key(random_state) -> jax.Array:
     return jax.random.PRNGKey(seed)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# ``warnings.warn(..., skip_file_prefixes=LATENTLAB_FILES)``: the warning points at the
+# first line outside latentlab (the user's call), however deep the call inside it --
+# a fixed stacklevel would point at the validating wrapper of the fit methods.
+LATENTLAB_FILES = (_PACKAGE_DIR,)
+# Methods that fit: each validates the settings table on entry (see LatentEstimator).
+FIT_METHODS = ("fit", "partial_fit", "fit_transform", "fit_predict")
+
+
+def _validating(method):
+    """``method`` with :func:`~latentlab._settings.validate_settings` run first."""
+
+    @functools.wraps(method)
+    def fit_method(self, *args, **kwargs):
+        validate_settings(self)
+        return method(self, *args, **kwargs)
+
+    fit_method._validates_settings = True
+    return fit_method
+
+
+def check_finite_fit(estimator, arrays: dict, advice: str, *, objective=None) -> None:
+    """Refuse a fit whose parameters (or final objective) are not finite: one message
+    for every estimator, naming the parameters and saying what to try (``advice``)."""
+    bad = [name for name, value in arrays.items() if not np.all(np.isfinite(value))]
+    if objective is not None and not np.isfinite(objective):
+        bad.append("the objective")
+    if bad:
+        raise ValueError(
+            f"{type(estimator).__name__} fit produced non-finite values for "
+            f"{', '.join(bad)}; {advice}"
+        )
+
+
+def warn_not_converged(
+    estimator, solver: str = "EM", *, steps: str = "iterations", tol: str = "tol"
+) -> None:
+    """The one ``ConvergenceWarning`` wording: "<Name> <solver> did not converge within
+    max_iter=<m> <steps> (tol=<t>); increase max_iter or tol" (``tol`` names the
+    estimator's tolerance setting).
+
+    The warning points at the user's line that called into latentlab, however deep
+    the call (the fit methods' validating wrapper included).
+    """
+    warnings.warn(
+        f"{type(estimator).__name__} {solver} did not converge within "
+        f"max_iter={estimator.max_iter} {steps} ({tol}={getattr(estimator, tol)}); "
+        f"increase max_iter or {tol}.",
+        ConvergenceWarning,
+        skip_file_prefixes=LATENTLAB_FILES,
+    )
+
+
 class LatentEstimator(BaseEstimator):
-    """Base class: runs JAX in the estimator's precision without touching global config."""
+    """Base class: runs JAX in the estimator's precision without touching global config.
+
+    A subclass declares its settings in ``_settings`` (name -> constraint, see
+    :mod:`latentlab._settings`); every fitting method (:data:`FIT_METHODS`) checks
+    them on entry, so a bad setting is refused before any data are read or any
+    program compiled.
+    """
+
+    _settings: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Wrapped where the class has the method, inherited or its own; a method
+        # wrapped already (a parent's) is left alone.
+        for name in FIT_METHODS:
+            method = getattr(cls, name, None)
+            if method is not None and not getattr(method, "_validates_settings", False):
+                setattr(cls, name, _validating(method))
+
+    def _end_fit(self, params: dict, trace, n_iter, converged, *, advice: str, objective=None):
+        """The end of an iterative fit: refuse non-finite parameters
+        (:func:`check_finite_fit`), store ``params_``, ``log_likelihoods_``,
+        ``n_iter_`` and ``converged_``, and end any ``partial_fit`` stream.  The
+        caller warns (:func:`warn_not_converged`) once its other attributes are set."""
+        check_finite_fit(self, params, advice, objective=objective)
+        self.params_ = params
+        self.log_likelihoods_ = np.array(trace, dtype=np.float64)
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        for stream_state in ("online_state_", "n_samples_seen_"):  # a fit ends a stream
+            self.__dict__.pop(stream_state, None)
 
     @contextmanager
     def _precision(self):
@@ -55,10 +153,7 @@ class LatentEstimator(BaseEstimator):
         import jax.numpy as jnp
         from numpyro import handlers
 
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        n_samples = check_positive_int("n_samples", n_samples)
         params = self.params_ if params is None else params
         params = {k: jnp.asarray(v) for k, v in params.items()}
         model = handlers.seed(handlers.condition(self.model_, params), jax_key(random_state))
@@ -212,8 +307,15 @@ class GenerativeMixin(PosteriorMixin):
     """Likelihood-based model selection for estimators with ``score_samples``."""
 
     def score(self, X, y=None) -> float:
-        """Mean per-sample log-likelihood of X (higher is better)."""
-        return float(np.mean(self.score_samples(X)))
+        """Mean per-sample log-likelihood of X (higher is better).
+
+        A Dask array is scored block by block and averaged by Dask's tree reduction."""
+        from latentlab.inference.chunked import is_dask
+
+        scores = self.score_samples(X)
+        if is_dask(scores):
+            return float(scores.mean(split_every=8).compute())
+        return float(np.mean(scores))
 
     def _n_parameters(self) -> int:
         raise NotImplementedError
@@ -221,11 +323,11 @@ class GenerativeMixin(PosteriorMixin):
     def bic(self, X) -> float:
         """Bayesian information criterion, ``-2 log L + p log n`` (lower is better)."""
         check_is_fitted(self)
-        n = np.asarray(X).shape[0]
+        n = np.shape(X)[0]  # a Dask array's length without computing it
         return float(-2.0 * self.score(X) * n + self._n_parameters() * np.log(n))
 
     def aic(self, X) -> float:
         """Akaike information criterion, ``-2 log L + 2 p`` (lower is better)."""
         check_is_fitted(self)
-        n = np.asarray(X).shape[0]
+        n = np.shape(X)[0]  # a Dask array's length without computing it
         return float(-2.0 * self.score(X) * n + 2 * self._n_parameters())

@@ -9,7 +9,9 @@ import jax
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab.estimators.base import to_numpy
+from latentlab._settings import Real, scale_settings
+from latentlab.estimators import _posterior_hooks
+from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
     VARIANCE_FLOOR,
     GaussianLatentEstimator,
@@ -57,6 +59,8 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         ``"svi"`` fits a mean-field Gaussian posterior.
     tol, max_iter, n_init, svi_steps, learning_rate, random_state, dtype, verbose
         As for :class:`latentlab.PPCA`.
+    chunk_size, devices
+        As for :class:`latentlab.PPCA`.
 
     Attributes
     ----------
@@ -79,6 +83,15 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     """
 
     _module = bpca
+    _posterior_problem = _posterior_hooks.bpca_problem  # for sample_posterior
+    _settings = {
+        **GaussianLatentEstimator._settings,
+        # b = 0 leaves the joint density unbounded as a column shrinks to zero
+        "alpha_a": Real(0, None, closed="neither"),
+        "alpha_b": Real(0, None, closed="neither"),
+        "prune_threshold": Real(0, None),
+        **scale_settings(),
+    }
 
     def __init__(
         self,
@@ -96,6 +109,8 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         random_state=None,
         dtype="float64",
         verbose=0,
+        chunk_size=None,
+        devices=None,
     ):
         self.n_components = n_components
         self.alpha_a = alpha_a
@@ -110,10 +125,10 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         self.random_state = random_state
         self.dtype = dtype
         self.verbose = verbose
+        self.chunk_size = chunk_size
+        self.devices = devices
 
     prior = True  # the ARD prior is the model; MAP/SVI always use it
-    _em_uses_prior = True  # EM finds the MAP: posterior draws keep the prior by default
-    _posterior_prior_required = True  # without it alpha is not identified
 
     def _max_components(self, n_samples, n_features):
         return min(n_samples, n_features) - 1, "min(n_samples, n_features) - 1"
@@ -121,15 +136,6 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
         self.log_likelihoods_before_pruning_ = np.zeros(0)
-        if not self.alpha_b > 0:
-            raise ValueError(
-                f"alpha_b must be > 0, got {self.alpha_b!r}: with a flat hyperprior the "
-                "joint density is unbounded as a component shrinks to zero"
-            )
-        if not self.alpha_a > 0:
-            raise ValueError(f"alpha_a must be > 0, got {self.alpha_a!r}")
-        if not self.prune_threshold >= 0:
-            raise ValueError(f"prune_threshold must be >= 0, got {self.prune_threshold!r}")
         return self._fit_latent(X)
 
     def _hyper(self, column_variance, dtype):
@@ -196,7 +202,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
                 f"BayesianPCA kept all {self.n_components_} components; start with more "
                 "to let the prior choose the rank.",
                 UserWarning,
-                stacklevel=3,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         super()._warn_after_fit(hyper)
 

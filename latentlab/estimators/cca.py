@@ -2,147 +2,32 @@
 
 from __future__ import annotations
 
-import numbers
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_array
-from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import (
-    check_data,
-    check_dense_numeric,
-    check_magnitude,
-    check_n_components,
-)
+from latentlab._settings import ArrayLike, Boolean, Dtype, Integer, Real
+from latentlab._validation import check_n_components
 from latentlab.closed_form import cca as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
-from latentlab.estimators.base import LatentEstimator, to_numpy
-from latentlab.estimators.kernel_pca import check_gram, kernel_offset, resolve_kernel
+from latentlab.estimators._kernels import (
+    check_gram,
+    kernel_offset,
+    kernel_settings,
+    resolve_kernel,
+)
+from latentlab.estimators._two_view import (
+    _check_reg,
+    _check_shapes,
+    _PredictThroughCoef,
+    _TwoViewTransformer,
+)
+from latentlab.estimators.base import check_finite_fit, to_numpy
 
 __all__ = ["CCA", "KernelCCA"]
 
-
-def _check_reg(reg, *, positive: bool, who: str):
-    """``reg`` as a (reg_x, reg_y) pair of floats, each >= 0 (or > 0 when ``positive``)."""
-    pair = reg if isinstance(reg, (tuple, list, np.ndarray)) else (reg, reg)
-    if len(pair) != 2 or not all(
-        isinstance(r, numbers.Real) and not isinstance(r, bool) and np.isfinite(r) for r in pair
-    ):
-        raise ValueError(f"reg must be a finite number or a pair (reg_x, reg_y), got {reg!r}")
-    reg_x, reg_y = float(pair[0]), float(pair[1])
-    if positive and not (reg_x > 0 and reg_y > 0):
-        raise ValueError(
-            f"{who} needs reg > 0 for both views, got reg={reg!r}: unregularized kernel CCA "
-            "is degenerate (a full-rank Gram matrix, e.g. any RBF kernel, gives canonical "
-            "correlation 1 for every direction)"
-        )
-    if reg_x < 0 or reg_y < 0:
-        raise ValueError(f"reg must be >= 0 for both views, got reg={reg!r}")
-    return reg_x, reg_y
-
-
-def _check_shapes(estimator, expected):
-    for name, shape in expected.items():
-        if np.shape(getattr(estimator, name)) != shape:
-            raise ValueError(f"{name} has shape {np.shape(getattr(estimator, name))}, not {shape}")
-
-
-class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
-    """Validation of the two views and the ``transform(X, Y)`` surface.
-
-    ``transform`` is defined on a ``TransformerMixin`` subclass so that scikit-learn's
-    ``set_output`` wraps it (it wraps only methods a subclass defines itself).
-    """
-
-    _min_fit_samples = 3  # fewer leaves no spread to correlate
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        return tags
-
-    @property
-    def _n_features_out(self):
-        return self.n_components_
-
-    def _views(self, X, Y, *, reset: bool):
-        name = type(self).__name__
-        if Y is None:
-            raise ValueError(f"{name} requires y to be passed, but the target y is None")
-        min_samples = self._min_fit_samples if reset else 1
-        X = check_data(self, X, reset=reset, allow_nan=False, min_samples=min_samples)
-        check_dense_numeric(Y, "Y")
-        Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
-        y_ndim = Y.ndim
-        if Y.ndim == 1:
-            Y = Y[:, None]
-        if Y.ndim != 2:
-            raise ValueError(f"Y must be 1-D or 2-D, got an array of shape {Y.shape}")
-        check_magnitude(Y, "Y")
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(
-                f"X and Y must have the same number of rows (samples), got "
-                f"{X.shape[0]} and {Y.shape[0]}"
-            )
-        if reset:
-            self.n_features_y_ = Y.shape[1]
-            self.y_ndim_ = int(y_ndim)
-        elif Y.shape[1] != self.n_features_y_:
-            raise ValueError(
-                f"Y has {Y.shape[1]} features, but {name} was fitted with "
-                f"{self.n_features_y_} Y features"
-            )
-        return X, np.asarray(Y, dtype=np.float64)
-
-    def fit_transform(self, X, y=None):
-        """Fit, then return the canonical scores: ``(x_scores, y_scores)``."""
-        return self.fit(X, y).transform(X, y)
-
-    def transform(self, X, Y=None, copy=True):
-        """Canonical scores of X (n_samples, n_components_), and of Y when it is given.
-
-        ``copy`` is accepted for scikit-learn compatibility: the inputs are never
-        written into, whatever its value.
-        """
-        check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
-        if Y is None:
-            with self._precision():
-                return self._scores_x(X)
-        X, Y = self._views(X, Y, reset=False)
-        with self._precision():
-            return self._scores_x(X), self._scores_y(Y)
-
-
-class _PredictThroughCoef:
-    """``predict`` and ``score`` of the two-view estimators that regress Y on X through
-    their scores (CCA, PLS): ``(X - x_mean_) @ coef_.T + intercept_``."""
-
-    def predict(self, X, copy=True):
-        """Predict Y from X: ``(X - x_mean_) @ coef_.T + intercept_``.
-
-        For CCA, as scikit-learn's ``CCA.predict``: each canonical x variate times the
-        regression of Y on its paired y variate, summed over the ``n_components_``
-        pairs (so it is not in general the least-squares regression of Y on X); with
-        ``reg > 0``, the same formula on the regularized directions.  For PLS, the PLS
-        regression through the x scores.  Returns (n_samples,) when Y was 1-D at fit,
-        else (n_samples, n_features_y).  ``copy`` is accepted for scikit-learn
-        compatibility; X is never written into.
-        """
-        check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
-        Y = (X - self.x_mean_) @ self.coef_.T + self.intercept_
-        return Y[:, 0].copy() if self.y_ndim_ == 1 else Y  # owns its data
-
-    def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2 of :meth:`predict` (averaged uniformly over
-        the Y columns), as scikit-learn's regressors."""
-        from sklearn.metrics import r2_score
-
-        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
+# One ridge for both views, or a pair (reg_x, reg_y), checked by _check_reg.
+REG = Real(0, None, finite=True) | ArrayLike()
 
 
 class CCA(_PredictThroughCoef, _TwoViewTransformer):
@@ -203,6 +88,14 @@ class CCA(_PredictThroughCoef, _TwoViewTransformer):
     >>> X, Y = rng.normal(size=(100, 3)), rng.normal(size=(100, 2))
     >>> x_scores, y_scores = latentlab.CCA(n_components=2).fit(X, Y).transform(X, Y)
     """
+
+    _settings = {
+        "n_components": Integer(),
+        "reg": REG,
+        "scale": Boolean(),
+        "copy": Boolean(),
+        "dtype": Dtype(),
+    }
 
     def __init__(self, n_components=2, *, reg=0.0, scale=True, copy=True, dtype="float64"):
         self.n_components = n_components
@@ -361,6 +254,14 @@ class KernelCCA(_TwoViewTransformer):
     (1,)
     """
 
+    _settings = {
+        "n_components": Integer(),
+        "reg": REG,  # > 0 (_check_reg says why)
+        **kernel_settings(precomputed=False),
+        "kernel_y": kernel_settings(precomputed=False)["kernel"] | None,
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components=2,
@@ -413,10 +314,11 @@ class KernelCCA(_TwoViewTransformer):
                 y_degree=y_kernel[2],
             )
             fit = jax.tree.map(to_numpy, fit)
-        if not (
-            np.isfinite(fit.x_dual_coef[:, :K]).all() and np.isfinite(fit.y_dual_coef[:, :K]).all()
-        ):
-            raise ValueError("Kernel CCA gave non-finite weights; check the kernels and reg")
+        check_finite_fit(
+            self,
+            {"x_dual_coef_": fit.x_dual_coef[:, :K], "y_dual_coef_": fit.y_dual_coef[:, :K]},
+            "check the kernels and reg",
+        )
         self.n_components_ = K
         # copies: the caller may change their arrays after fit
         self.X_fit_, self.Y_fit_ = X.copy(), Y.copy()

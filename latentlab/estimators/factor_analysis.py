@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from functools import partial
 
@@ -11,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_option
+from latentlab._settings import ArrayLike, Boolean, Integer, Options, scale_settings
+from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._online import OnlineGaussianLatentMixin
-from latentlab.estimators.base import to_numpy
-from latentlab.estimators.gaussian_latent import GaussianLatentEstimator
+from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
+from latentlab.estimators.gaussian_latent import STREAMING_SETTINGS, GaussianLatentEstimator
 from latentlab.models import factor_analysis as fa
 from latentlab.models.gaussian_latent import canonical_loadings, orient_columns
 
@@ -70,6 +70,8 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         the few extra O(d^2 K) iterations are cheap.
     max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose, learning_decay
         As for :class:`latentlab.PPCA`.
+    chunk_size, devices
+        As for :class:`latentlab.PPCA`.
     noise_variance_init : array of shape (n_features,) or None, default=None
         The noise variances psi that EM starts from (with the loadings of the PCA
         solution), as scikit-learn's parameter; None: each feature's variance left
@@ -115,6 +117,7 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     """
 
     _module = fa
+    _posterior_problem = _posterior_hooks.fa_problem  # for sample_posterior
 
     def __init__(
         self,
@@ -136,6 +139,8 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         copy=True,
         svd_method="randomized",
         iterated_power=3,
+        chunk_size=None,
+        devices=None,
     ):
         self.n_components = n_components
         self.rotation = rotation
@@ -154,19 +159,26 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         self.dtype = dtype
         self.verbose = verbose
         self.learning_decay = learning_decay
+        self.chunk_size = chunk_size
+        self.devices = devices
 
     _min_components = 0
+    _settings = {
+        **GaussianLatentEstimator._settings,
+        **STREAMING_SETTINGS,
+        "rotation": Options(*ROTATIONS[1:]) | None,
+        "svd_method": Options(*SVD_METHODS),
+        "iterated_power": Integer(0, None),
+        "copy": Boolean(),
+        "noise_variance_init": ArrayLike() | None,  # shape (n_features,): checked with the data
+        **scale_settings(),
+    }
 
     def _max_components(self, n_samples, n_features):
         return n_features, "n_features"
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
-        check_option("rotation", self.rotation, ROTATIONS)
-        check_option("svd_method", self.svd_method, SVD_METHODS)
-        power = self.iterated_power
-        if isinstance(power, bool) or not isinstance(power, numbers.Integral) or power < 0:
-            raise ValueError(f"iterated_power must be an integer >= 0, got {power!r}")
         return self._fit_latent(X)
 
     # -- per-feature standardised fitting ---------------------------------------------
@@ -246,7 +258,7 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
                 "floor; those features are (almost) fully explained by the factors. "
                 "Consider fewer factors.",
                 UserWarning,
-                stacklevel=3,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         super()._warn_after_fit(hyper)
 

@@ -9,15 +9,30 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from latentlab._validation import check_codes, check_data, check_n_components, check_option
+from latentlab._settings import (
+    ArrayLike,
+    Callable,
+    Dtype,
+    InstanceOf,
+    Integer,
+    Options,
+    RandomState,
+    Real,
+)
+from latentlab._validation import check_codes, check_data, check_n_components
 from latentlab.closed_form import ica
 from latentlab.closed_form.pca import pca_inverse_transform, pca_transform
 from latentlab.closed_form.whitening import WHITENING_SOLVERS
 from latentlab.estimators._dispatch import call, map_rows, to_device
-from latentlab.estimators.base import LatentEstimator, to_numpy
+from latentlab.estimators.base import (
+    LATENTLAB_FILES,
+    LatentEstimator,
+    check_finite_fit,
+    to_numpy,
+    warn_not_converged,
+)
 
 __all__ = ["FastICA"]
 
@@ -101,6 +116,20 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
     True
     """
 
+    _settings = {
+        "n_components": Integer() | None,
+        "algorithm": Options(*ALGORITHMS),
+        "whiten": Options(*WHITENINGS),
+        "fun": Options(*ica.CONTRASTS) | Callable(),
+        "fun_args": InstanceOf(dict, "a dict") | None,
+        "max_iter": Integer(1, None),
+        "tol": Real(0, None),
+        "w_init": ArrayLike() | None,
+        "whiten_solver": Options(*WHITENING_SOLVERS),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components=None,
@@ -130,18 +159,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
 
     # -- settings --------------------------------------------------------------------
 
-    def _whiten(self):
-        if self.whiten is False or (isinstance(self.whiten, str) and self.whiten in WHITENINGS):
-            return self.whiten
-        raise ValueError(
-            f"Unknown whiten={self.whiten!r}; expected 'unit-variance', "
-            "'arbitrary-variance' or False"
-        )
-
     def _fun_args(self):
         fun_args = {} if self.fun_args is None else self.fun_args
-        if not isinstance(fun_args, dict):
-            raise ValueError(f"fun_args must be a dict or None, got {fun_args!r}")
         alpha = fun_args.get("alpha", 1.0)
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1 <= alpha <= 2:
             raise ValueError(f"fun_args['alpha'] must be a number in [1, 2], got {alpha!r}")
@@ -151,20 +170,12 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
             raise ValueError(f"fun_args must hold numbers or arrays ({err})") from err
 
     def _check_settings(self, n_samples, n_features):
-        whiten = self._whiten()
-        check_option("algorithm", self.algorithm, ALGORITHMS)
-        check_option("whiten_solver", self.whiten_solver, WHITENING_SOLVERS)
-        if not callable(self.fun):
-            check_option("fun", self.fun, tuple(ica.CONTRASTS))
-        max_iter = self.max_iter
-        if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-        tol = self.tol
-        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
-            raise ValueError(f"tol must be a non-negative number, got {tol!r}")
+        whiten, max_iter, tol = self.whiten, self.max_iter, self.tol
         if whiten is False:
             if self.n_components is not None:
-                warnings.warn("Ignoring n_components with whiten=False.", stacklevel=3)
+                warnings.warn(
+                    "Ignoring n_components with whiten=False.", skip_file_prefixes=LATENTLAB_FILES
+                )
             k = n_features
         elif self.n_components is None:
             k = min(n_samples, n_features)
@@ -221,18 +232,13 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
                     self.__dict__.pop(name, None)
             self.n_iter_ = int(fit.n_iter)
             converged = bool(fit.converged)
-        if not np.all(np.isfinite(self.components_)):
-            raise ValueError(
-                "FastICA produced non-finite unmixing: X is probably degenerate (constant "
-                "or collinear columns); lower n_components"
-            )
+        check_finite_fit(
+            self,
+            {"components_": self.components_},
+            "X is probably degenerate (constant or collinear columns); lower n_components",
+        )
         if not converged:
-            warnings.warn(
-                f"FastICA did not converge in max_iter={max_iter} iterations; consider "
-                "increasing tol or max_iter",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            warn_not_converged(self, "fixed-point iteration")
         return self
 
     def fit_transform(self, X, y=None):

@@ -4,122 +4,72 @@ A subclass names its model module (declaration, ``Params``, ``init_params``,
 ``e_step``, ``m_step``, ``rescale``) and says how its noise variance and settings
 look; fitting by EM or MAP/SVI, and everything a user asks of the fitted model --
 scores, the posterior of z, imputation, sampling, covariances -- follows from the
-marginal N(mu, W W^T + Psi) and lives here once.
+marginal N(mu, W W^T + Psi) and lives here once.  The compiled EM program and the
+row helpers are in ``_gaussian_latent_programs``, imputation in
+``_gaussian_imputation``.  The rest stays together (~490 lines): the fit mixin and
+the estimator share the padding of the loadings to column buckets
+(``padded_columns``), which tests switch off in this one module.
 """
 
 from __future__ import annotations
 
-import warnings
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real, Verbose
 from latentlab._validation import (
     check_codes,
     check_data,
-    check_level,
+    check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
-    check_option,
-    check_positive_int,
 )
-from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._rows import map_row_chunks
-from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.estimators._gaussian_imputation import GaussianImputationMixin
+from latentlab.estimators._gaussian_latent_programs import (
+    _chunked_outputs,
+    _drop_padding,
+    _em_output,
+    _em_program,
+    _padded,
+    _row_posteriors,
+)
+from latentlab.estimators.base import (
+    GenerativeMixin,
+    LatentEstimator,
+    jax_key,
+    to_numpy,
+    warn_not_converged,
+)
 from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.em import run_em
+from latentlab.inference.sharding import shard_fields
 from latentlab.models.gaussian_latent import (
     canonical_loadings,
-    conditional_missing,
-    draw_rows,
+    global_scale,
     marginal_covariance,
     marginal_precision,
-    mean_imputed_pca,
     padded_columns,
-    row_posteriors,
     summarise,
 )
 
 __all__ = ["GaussianLatentEstimator"]
 
-_row_posteriors = jax.jit(row_posteriors)
-_conditional_missing = jax.jit(conditional_missing)
-
 # Below ~1e-6 of a feature's variance a noise variance only means "the data are
 # (nearly) rank K"; a lower floor makes the posterior precision so ill-conditioned
 # that round-off breaks EM's monotonicity.
 VARIANCE_FLOOR = 1e-6
-
-
-@partial(
-    jax.jit, static_argnames=("module", "n_columns", "n_init", "max_iter", "verbose", "pca_start")
+# Settings of the models fitted by ML or MAP (``prior``) that also stream (partial_fit):
+# ``learning_decay`` is online EM's step-size exponent (Cappe & Moulines' kappa).
+STREAMING_SETTINGS = {"prior": Boolean(), "learning_decay": Real(0.5, 1, closed="right")}
+# what to try when a fit's parameters are not finite (check_finite_fit)
+DEGENERATE_ADVICE = (
+    "the data may be degenerate for this model (try fewer components or rescale {data})"
 )
-def _em_program(
-    module,
-    data,
-    n,
-    n_components,
-    seed,
-    column_variance,
-    hyper,
-    tol,
-    *,
-    n_columns,
-    n_init,
-    max_iter,
-    verbose,
-    pca_start=True,
-):
-    """A whole EM fit as one compiled program: the starts (the PCA start where the
-    model has one, then random ones from ``seed`` up to ``n_init``), then EM.
-
-    The loadings have ``n_columns`` columns, of which the first ``n_components`` (a
-    traced value) are the model's and the rest padding held at zero, so every K of a
-    bucket runs this same program (:func:`~latentlab.models.gaussian_latent.padded_columns`).
-    """
-    d = data.X.shape[-1]
-    active = (jnp.arange(n_columns) < n_components).astype(data.X.dtype)
-    init_from_pca = getattr(module, "init_from_pca", None)
-    pca_start = pca_start and init_from_pca is not None
-    starts = []
-    if pca_start:
-        # Random starts alone can end, converged, in a worse local optimum when data
-        # are missing (0.26 nats/row worse on a monotone pattern); the PCA start is
-        # deterministic and near the optimum, and n_init > 1 adds random ones.
-        pca = mean_imputed_pca(data, n, n_columns, n_components)
-        starts.append(jax.tree.map(lambda leaf: leaf[None], init_from_pca(pca, hyper)))
-    if n_init > len(starts):  # keys drawn for all n_init: the first is the PCA start's
-        keys = jax.random.split(jax.random.PRNGKey(seed), n_init)[len(starts) :]
-
-        def random_start(key):
-            return module.init_params(key, d, n_columns, column_variance, active)
-
-        starts.append(jax.vmap(random_start)(keys))
-    starts = jax.tree.map(lambda *batches: jnp.concatenate(batches), *starts)
-    result = run_em(
-        module.e_step,
-        module.m_step,
-        starts,
-        data,
-        hyper,
-        n,
-        tol,
-        max_iter=max_iter,
-        verbose=verbose,
-    )
-    return result.params, result.trace, result.n_iter, result.converged
-
-
-def _padded(fn, *arrays_before, X, mask):
-    """A jitted row-wise ``fn(*arrays_before, X, mask)`` over bucketed row chunks
-    (see :mod:`latentlab.estimators._rows`); returns a tuple of NumPy arrays."""
-    out = map_row_chunks(lambda x, m: fn(*arrays_before, x, m), X, mask)
-    return out if isinstance(out, tuple) else (out,)
 
 
 class GaussianLatentFitMixin:
@@ -132,6 +82,21 @@ class GaussianLatentFitMixin:
 
     _module = None
     _methods = ("em", "map", "svi")
+    # The settings every Gaussian latent model has; subclasses add theirs.  The range
+    # of n_components depends on the data (_check_settings), and "mle" on the model
+    # (_resolve_mle says which take it).
+    _settings = {
+        "n_components": Integer() | None | "mle",
+        "method": Options(*_methods),
+        "tol": Real(0, None),
+        "max_iter": Integer(1, None),
+        "n_init": Integer(1, None),
+        "svi_steps": Integer(1, None),
+        "learning_rate": Real(0, None, closed="neither"),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+        "verbose": Verbose(),
+    }
     _pca_start = True  # EM's first start at the mean-imputed PCA solution (if the model has one)
     # Smallest n_components: 0 (no latent factor: the independent-noise Gaussian,
     # the baseline row of a model comparison) where the model is defined without W.
@@ -144,11 +109,9 @@ class GaussianLatentFitMixin:
     # -- fitting ------------------------------------------------------------------------
 
     def _check_settings(self, n_samples, n_features, default_components=None, n_components=None):
-        """Validate the settings; returns K (``n_components``, default the setting;
-        when that is None ``default_components``, else the largest K the data allow)."""
-        from latentlab._validation import check_n_components
-
-        check_option("method", self.method, self._methods)
+        """Check K against the data (the settings table is checked on entry to fit);
+        returns K (``n_components``, default the setting; when that is None
+        ``default_components``, else the largest K the data allow)."""
         high, why = self._max_components(n_samples, n_features)
         if high < 1:
             raise ValueError(
@@ -158,12 +121,7 @@ class GaussianLatentFitMixin:
         K = self.n_components if n_components is None else n_components
         if K is None:
             K = high if default_components is None else default_components
-        K = check_n_components(K, self._min_components, high, why)
-        for name in ("max_iter", "n_init", "svi_steps"):
-            check_positive_int(name, getattr(self, name))
-        if not self.tol >= 0:
-            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
-        return K
+        return check_n_components(K, self._min_components, high, why)
 
     def _resolve_mle(self, X, mask):
         """``n_components="mle"`` as a number (Minka 2000, as :class:`latentlab.PCA`:
@@ -205,14 +163,8 @@ class GaussianLatentFitMixin:
         return 0.0
 
     def _warn_after_fit(self, hyper):
-        name = type(self).__name__
         if not self.converged_ and self.method == "em":
-            warnings.warn(
-                f"{name} EM did not converge within max_iter={self.max_iter} iterations "
-                f"(tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+            warn_not_converged(self)
 
     @property
     def objective_name_(self) -> str:
@@ -275,27 +227,6 @@ class GaussianLatentFitMixin:
         return _em_output(result.params, result.trace, result.n_iter, result.converged)
 
 
-def _chunked_outputs():
-    from latentlab.estimators import _chunked  # imports Dask helpers only when used
-
-    return _chunked
-
-
-def _drop_padding(params, K):
-    """The model's K columns of padded parameters: ``W`` (d, K) and any per-column
-    vector (Bayesian PCA's ``alpha``)."""
-    cut = {"W": lambda W: W[:, :K], "alpha": lambda alpha: alpha[:K]}
-    fields = [name for name in cut if name in params._fields]
-    return params._replace(**{name: cut[name](getattr(params, name)) for name in fields})
-
-
-def _em_output(params, trace, n_iter, converged):
-    """An EM result on the host: NumPy parameters and the filled part of the trace."""
-    n_iter = int(n_iter)
-    params = jax.tree.map(np.asarray, params)
-    return params, np.asarray(trace)[:n_iter], n_iter, bool(converged)
-
-
 class IsotropicNoiseMixin:
     """For models with one noise variance ``sigma2`` shared by every feature."""
 
@@ -316,6 +247,7 @@ class IsotropicNoiseMixin:
 
 
 class GaussianLatentEstimator(
+    GaussianImputationMixin,
     GaussianLatentFitMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
@@ -328,14 +260,12 @@ class GaussianLatentEstimator(
     where needed, ``_fit_closed_form`` and ``_finish``.
     """
 
-    _posterior_problem = _posterior_hooks.gaussian_latent_problem  # for sample_posterior
-
     def _noise_variance_vector(self) -> np.ndarray:
         raise NotImplementedError
 
     def _fit_latent(self, X):
         """Validate, fit by the chosen method, store the fitted attributes; returns self."""
-        source = row_source(X)
+        source = row_source(X, chunk_size=getattr(self, "chunk_size", None))
         if source is not None:  # out of core or Dask: exact EM over row chunks
             from latentlab.estimators._chunked import fit_gaussian_latent
 
@@ -353,34 +283,35 @@ class GaussianLatentEstimator(
         """Fit from the E-step's data (:func:`summarise`, or the chunked route's, where
         ``X`` is None and ``mask`` only says whether entries are missing); stores the
         fitted attributes, returns self.  Runs inside ``self._precision()``."""
-        for stream_state in ("online_state_", "n_samples_seen_"):  # a fit ends a stream
-            self.__dict__.pop(stream_state, None)
         self.n_components_ = K
         # A constant feature gets the typical feature's scale for its starting
         # value and variance floor, so nothing starts at zero variance.
         typical = np.mean(column_variance) if np.any(column_variance > 0) else 1.0
         column_variance = np.where(column_variance > 0, column_variance, typical)
+        # the fit's standardisation (x - shift) / scale: MAP/SVI fit there, and
+        # sample_posterior draws there
+        self.fit_shift_ = np.array(shift, np.float64)
+        self.fit_scale_ = global_scale(column_variance)
         dtype = data.X.dtype
         hyper = self._hyper(column_variance, dtype)
         if self.method == "closed_form":
             params, trace, n_iter, converged = self._fit_closed_form(data, K, hyper, mask)
         elif self.method == "em":
+            # rows with missing entries split over the devices setting (issue 20)
+            data = shard_fields(data, ("X", "mask"), getattr(self, "devices", None))
             params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
         else:
             params, trace, n_iter, converged = self._fit_svi(X - shift, mask, K, column_variance)
         # Shift back on the host in float64: in float32, mu + shift would round to
         # the shift's ulp (8 for a mean of 1e8).
         params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
-        self.params_ = self._finish(params, hyper)
-        bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
-        if bad:
-            raise ValueError(
-                f"{type(self).__name__} fit produced non-finite values for {bad}; the data "
-                "may be degenerate for this model (try fewer components or rescale X)"
-            )
-        self.log_likelihoods_ = to_numpy(trace)
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
+        self._end_fit(
+            self._finish(params, hyper),
+            trace,
+            n_iter,
+            converged,
+            advice=DEGENERATE_ADVICE.format(data="X"),
+        )
         self._warn_after_fit(hyper)
         return self
 
@@ -565,62 +496,3 @@ class GaussianLatentEstimator(
         check_is_fitted(self)
         Z = check_codes(Z, self.n_components_, name="Z")
         return Z @ self.params_["W"].T + self.params_["mu"]
-
-    # -- imputation ---------------------------------------------------------------------
-
-    def impute(self, X, *, return_std: bool = False):
-        """Fill NaN entries with their conditional mean given the row's observed entries.
-
-        Observed entries are returned unchanged.  With ``return_std=True`` also returns
-        the conditional standard deviation of each entry (0 where observed).  A Dask
-        array gives Dask arrays.
-        """
-        if is_dask(X):
-            check_is_fitted(self)
-            return _chunked_outputs().map_imputation(self, X, return_std)
-        X, mask = self._observed(X, allow_empty_rows=True)
-        with self._precision():
-            filled, var, _, _ = _padded(
-                _conditional_missing, *self._arrays(), X=self._centred(X, mask), mask=mask
-            )
-        std = np.sqrt(var)
-        # un-centre in float64; observed entries bit-exact
-        filled = np.where(mask > 0, X, filled + self.params_["mu"])
-        return (filled, std) if return_std else filled
-
-    def conditional_mixture(self, X):
-        """Each entry's distribution given its row's observed entries, as a mixture
-        ``sum_c weights[n, c] N(means[n, c, j], sds[n, c, j]^2)`` with one component:
-        ``weights`` (n, 1) ones, ``means`` and ``sds`` (n, 1, d), sd 0 where observed.
-        (The common form of every imputing model; mixtures have K components.)"""
-        mean, std = self.impute(X, return_std=True)
-        return np.ones((mean.shape[0], 1)), mean[:, None, :], std[:, None, :]
-
-    def impute_interval(self, X, level: float = 0.9):
-        """Central ``level`` interval of each missing entry given the row's observed ones.
-
-        The conditional distribution is Gaussian, so the interval is the conditional
-        mean -/+ z * sd.  Plug-in: parameter uncertainty is not included.  Returns
-        ``(lower, upper)``, each (n_samples, n_features); both equal X where observed.
-        """
-        from scipy.stats import norm
-
-        z = norm.ppf(0.5 + 0.5 * check_level(level))
-        filled, std = self.impute(X, return_std=True)
-        return filled - z * std, filled + z * std
-
-    def sample_imputations(self, X, n_imputations: int = 5, random_state=None) -> np.ndarray:
-        """Multiple imputation: draws of the missing entries from p(x_miss | x_obs).
-
-        Draws z from its posterior, then the missing coordinates given z, so their
-        correlations are kept.  Returns shape (n_imputations, n_samples, n_features).
-        """
-        check_positive_int("n_imputations", n_imputations)
-        X, mask = self._observed(X, allow_empty_rows=True)
-        z_mean, z_cov = self._posterior(X, mask)
-        rng = check_random_state(random_state)
-        W, mu, noise = self.params_["W"], self.params_["mu"], self._noise_variance_vector()
-        draws = np.empty((n_imputations, *X.shape))
-        for m in range(n_imputations):
-            draws[m] = np.where(mask > 0, X, draw_rows(z_mean, z_cov, W, mu, noise, rng))
-        return draws

@@ -1,49 +1,60 @@
 """``latentlab.GaussianMixture``: Gaussian mixtures fitted by jit-compiled EM.
 
 The class is the surface -- settings, validation, ``fit`` and the fitted quantities
--- and runs over three private modules: ``_gmm_programs`` (the compiled programs),
+-- and runs over private modules: ``_gmm_programs`` (the compiled programs),
+``_gmm_fitting`` (the EM and MAP/SVI routes), ``_gmm_scoring`` (row scoring),
 ``_gmm_starts`` (starts, on the host) and ``_gmm_conditionals`` (imputation); the
-algebra is in :mod:`latentlab.models.gmm`.  It is over ~400 lines because ~140 are
-the user-facing docstring and ``fit`` maps between the data's and EM's units.
+algebra is in :mod:`latentlab.models.gmm`.  It is over ~400 lines because ~210 are
+docstrings (the class's documents 22 settings) and ``fit`` maps between the data's
+and EM's units.
 """
 
 from __future__ import annotations
 
-import warnings
 from functools import partial
 
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import DensityMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._settings import (
+    ArrayLike,
+    Boolean,
+    Dtype,
+    Integer,
+    Options,
+    RandomState,
+    Real,
+    Verbose,
+    scale_settings,
+)
 from latentlab._validation import (
     check_data,
     check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
-    check_option,
     check_positive_int,
 )
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._gmm_conditionals import MixtureConditionalsMixin, mixture_quantile
+from latentlab.estimators._gmm_fitting import MixtureFittingMixin
 from latentlab.estimators._gmm_programs import (
     CHUNK,
-    MISSING_CHUNK,
     PAD_WORK,
-    SCORE_WORK,
     component_bucket,
-    fixed_row_chunks,
     make_starts,
-    pad_components,
-    row_scores,
 )
 from latentlab.estimators._gmm_programs import fit_em_program as _fit_em_program
+from latentlab.estimators._gmm_scoring import MixtureScoringMixin
 from latentlab.estimators._gmm_starts import MixtureStartsMixin
 from latentlab.estimators._online import OnlineMixtureMixin
-from latentlab.estimators._rows import chunked, pad_rows, padded_size
-from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
+from latentlab.estimators._rows import pad_rows, padded_size
+from latentlab.estimators.base import (
+    GenerativeMixin,
+    LatentEstimator,
+    to_numpy,
+    warn_not_converged,
+)
 from latentlab.inference.chunked import is_dask, row_source
 from latentlab.models import gmm
 
@@ -56,6 +67,8 @@ METHODS = ("em", "map", "svi")
 
 class GaussianMixture(
     OnlineMixtureMixin,
+    MixtureFittingMixin,
+    MixtureScoringMixin,
     MixtureStartsMixin,
     MixtureConditionalsMixin,
     GenerativeMixin,
@@ -140,6 +153,19 @@ class GaussianMixture(
         Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
         statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
         ``LatentDirichletAllocation`` name and default for the same exponent).
+    chunk_size : int or None, default=None
+        Rows per chunk on the chunked routes (a Dask array, an h5py/zarr array, a large
+        ``np.memmap``, :class:`~latentlab.inference.chunked.RowChunks`): rows read and
+        passed through the compiled chunk functions at a time (at most 2048 complete
+        rows per call).  None: about 16 MB of float64 rows, or a Dask array's largest
+        row block.  In-memory fits ignore it.  The fit does not depend on it beyond
+        round-off.
+    devices : None, "all" or list of jax devices (or their ids), default=None
+        Devices that EM's per-row E-step is split over (rows sharded with
+        ``jax.sharding``, parameters replicated, row sums all-reduced); None: JAX's
+        default device.  ``"all"`` is ``jax.devices()``, which after
+        ``jax.distributed.initialize()`` spans every host.  Used by ``method="em"`` on
+        in-memory and out-of-core data (a Dask array is distributed by Dask instead).
 
     Attributes
     ----------
@@ -209,6 +235,30 @@ class GaussianMixture(
 
     _posterior_problem = _posterior_hooks.mixture_problem  # for sample_posterior
 
+    _settings = {
+        "n_components": Integer(),  # 1 <= K <= n_samples: checked with the data
+        "covariance_type": Options(*gmm.COVARIANCE_TYPES),
+        "tol": Real(0, None),
+        "reg_covar": Real(0, None),
+        "max_iter": Integer(0, None),  # 0 (as in scikit-learn): evaluate the start only
+        "n_init": Integer(1, None),
+        "init_params": Options(*INIT_METHODS),
+        "weights_init": ArrayLike() | None,
+        "means_init": ArrayLike() | None,
+        "precisions_init": ArrayLike() | None,
+        "accelerate": Boolean(),
+        "random_state": RandomState(),
+        "warm_start": Boolean(),
+        "method": Options(*METHODS),
+        "prior": Boolean(),
+        "svi_steps": Integer(1, None),
+        "learning_rate": Real(0, None, closed="neither", finite=True),
+        "dtype": Dtype(),
+        "verbose": Verbose(),
+        "learning_decay": Real(0.5, 1, closed="right"),
+        **scale_settings(),
+    }
+
     def __init__(
         self,
         n_components=1,
@@ -232,6 +282,8 @@ class GaussianMixture(
         dtype="float64",
         verbose=0,
         learning_decay=0.7,
+        chunk_size=None,
+        devices=None,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -253,28 +305,14 @@ class GaussianMixture(
         self.dtype = dtype
         self.verbose = verbose
         self.learning_decay = learning_decay
+        self.chunk_size = chunk_size
+        self.devices = devices
 
     # -- validation ---------------------------------------------------------------------
 
     def _check_settings(self, n, d):
-        check_option("covariance_type", self.covariance_type, gmm.COVARIANCE_TYPES)
-        check_option("init_params", self.init_params, INIT_METHODS)
-        check_option("method", self.method, METHODS)
-        K = check_n_components(self.n_components, 1, n, "at most n_samples")
-        for name in ("n_init", "svi_steps"):
-            check_positive_int(name, getattr(self, name))
-        # 0 is legal (as in scikit-learn): evaluate the start, no EM step
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)):
-            raise ValueError(f"max_iter must be a non-negative integer, got {self.max_iter!r}")
-        if self.max_iter < 0:
-            raise ValueError(f"max_iter must be a non-negative integer, got {self.max_iter!r}")
-        if not self.tol >= 0:
-            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
-        if not (self.learning_rate > 0 and np.isfinite(self.learning_rate)):
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}")
-        if not self.reg_covar >= 0:
-            raise ValueError(f"reg_covar must be >= 0, got {self.reg_covar!r}")
-        return K
+        """K checked against the data (the table is checked on entry to fit)."""
+        return check_n_components(self.n_components, 1, n, "at most n_samples")
 
     # -- fitting ------------------------------------------------------------------------
 
@@ -286,7 +324,7 @@ class GaussianMixture(
         """
         # read before check_data resets n_features_in_
         previous = self._previous_fit()
-        source = row_source(X)
+        source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:  # out of core or Dask: exact EM over row chunks
             from latentlab.estimators._chunked import fit_mixture
 
@@ -361,27 +399,25 @@ class GaussianMixture(
         }
         # log p(x) = log p(z) - sum over observed entries of log unit_j
         log_jacobian = float(counts @ np.log(unit))
-        self.log_likelihoods_ = to_numpy(trace).astype(np.float64) - log_jacobian
         objective = objective - log_jacobian
         # back to data units in float64: in float32 a mean of 1e8 has a spacing of 8;
         # float32 weights sum to 1 only to ~1e-7, which weights_ @ means_ would show
-        self.params_ = {
+        params = {
             "weights": fitted["weights"] / fitted["weights"].sum(),
             "means": fitted["means"].astype(np.float64) * unit + shift,
             "scale": gmm.rescale(fitted["scale"].astype(np.float64), unit, self.covariance_type),
         }
-        self.converged_ = converged
-        bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
-        if bad or not np.isfinite(objective):
+        self._end_fit(
+            params,
+            to_numpy(trace) - log_jacobian,
+            len(trace),
+            converged,
+            objective=objective,
             # EM keeps the last finite iterate, so only a start can get here
-            raise ValueError(
-                f"GaussianMixture start has non-finite values for {bad or 'the likelihood'}; "
-                "check weights_init/means_init/precisions_init or increase reg_covar"
-            )
+            advice="a start was not finite: check weights_init/means_init/precisions_init "
+            "or increase reg_covar",
+        )
         self.n_components_ = K
-        self.n_iter_ = len(trace)
-        for stream_state in ("online_state_", "n_samples_seen_"):  # a fit ends a stream
-            self.__dict__.pop(stream_state, None)
         # EM's objective is the log-likelihood; MAP's the log joint, SVI's the ELBO
         self.lower_bound_ = objective / n if self.method == "em" else self.score(X)
         self.lower_bounds_ = self.log_likelihoods_ / n  # scikit-learn's per-sample trace
@@ -389,36 +425,8 @@ class GaussianMixture(
             self._warn_on_degeneracy(fitted["scale"], np.asarray(reg, np.float64), unit, breakdown)
         # max_iter=0 asks for the start itself: no warning (as scikit-learn)
         if not self.converged_ and not breakdown and self.max_iter > 0:
-            warnings.warn(
-                f"GaussianMixture EM did not converge within max_iter={self.max_iter} "
-                f"iterations (tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+            warn_not_converged(self)
         return self
-
-    def _fit_em(self, start_data, Xc, observed, reg):
-        """Jit-compiled EM from every start on the standardised data ``Xc`` (missing
-        entries 0); returns (params, trace, converged, objective, breakdown)."""
-        dtype = reg.dtype
-        d = Xc.shape[1]
-        complete = observed.all(axis=1)
-        missing_chunk = MISSING_CHUNK[self.covariance_type]
-        no_rows = np.zeros((0, 1, d))
-        data = gmm.GMMData(
-            *(
-                a.astype(dtype)
-                for a in (
-                    chunked(Xc[complete], CHUNK),
-                    chunked(np.ones(int(complete.sum())), CHUNK),
-                    chunked(Xc[~complete], missing_chunk) if not complete.all() else no_rows,
-                    chunked(observed[~complete].astype(float), missing_chunk)
-                    if not complete.all()
-                    else no_rows,
-                )
-            )
-        )
-        return self._run_em_program(start_data, data, reg, Xc.shape[0])
 
     def _run_em_program(self, start_data, data, reg, n):
         """The compiled EM fit on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of
@@ -442,72 +450,6 @@ class GaussianMixture(
         objective = float(result.objective)
         return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
 
-    def _warn_on_degeneracy(self, scale, floor, unit, breakdown):
-        """Say when the fit is not a regular maximum of the likelihood.  ``scale`` and
-        ``floor`` are in standardised units (see :meth:`fit`)."""
-        if breakdown:
-            warnings.warn(
-                f"GaussianMixture EM broke down numerically after {self.n_iter_} iterations "
-                "(the next iterate's log-likelihood was not finite); returning the last "
-                "iterate with a finite one, converged_=False.  Increase reg_covar.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-        roundoff = floor * unit**2 > self.reg_covar
-        if not roundoff.any():
-            return
-        # reg_covar is below round-off at some feature's scale: did a component collapse
-        # there?  Covariances relative to the floor G: a direction of G^{-1/2} Sigma
-        # G^{-1/2} at its floor 1 that lies mostly along those features.
-        if self.covariance_type in ("full", "tied"):
-            relative = scale / np.sqrt(floor)[:, None]
-            values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
-            along = np.sum(vectors[..., roundoff, :] ** 2, axis=-2) > 0.5
-            collapsed = np.any((values <= 1.01) & along)
-        elif self.covariance_type == "diag":
-            collapsed = np.any((scale**2 / floor)[:, roundoff] <= 1.01)
-        else:
-            collapsed = np.any(scale**2 / np.max(floor) <= 1.01)
-        if collapsed:
-            warnings.warn(
-                "A GaussianMixture component collapsed onto (near-)identical points: "
-                f"with reg_covar={self.reg_covar} its likelihood is unbounded, and its "
-                "variance stopped at the round-off floor (10 eps times the feature's "
-                "variance).  Increase reg_covar.",
-                UserWarning,
-                stacklevel=3,
-            )
-
-    def _fit_svi(self, starts, Z, observed, rng):
-        """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, by
-        the shared multi-start driver (its keys drawn from ``rng``, the fit's random
-        state), on the standardised data ``Z`` (missing entries 0) where Adam's step
-        size makes sense; returns parameters and the objective trace in those units
-        (``fit`` maps them to the data's)."""
-        from latentlab.inference.svi import fit_best_of
-
-        # sliced on the host: slicing device arrays would compile a program each
-        host = {k: np.asarray(v) for k, v in starts._asdict().items()}
-        Xs = jnp.asarray(np.where(observed, Z, np.nan))
-        model = partial(
-            gmm.gmm_model,
-            n_components=int(starts.means.shape[1]),
-            covariance_type=self.covariance_type,
-            has_missing=not observed.all(),
-            use_prior=self.method == "svi" or bool(self.prior),
-        )
-        best = fit_best_of(
-            model,
-            (Xs,),
-            [{k: v[i] for k, v in host.items()} for i in range(len(starts.weights))],
-            method=self.method,
-            num_steps=self.svi_steps,
-            learning_rate=self.learning_rate,
-            random_state=rng,
-        )
-        params = gmm.Params(*(best.params[k] for k in gmm.Params._fields))
-        return params, np.asarray(best.trace, np.float64), True
-
     def fit_predict(self, X, y=None):
         """Fit, then return the most probable component of each row."""
         return self.fit(X).predict(X)
@@ -518,88 +460,6 @@ class GaussianMixture(
         return tags
 
     # -- fitted quantities --------------------------------------------------------------
-
-    def _centre(self):
-        return self.params_["weights"] @ self.params_["means"]
-
-    def _centred_params(self):
-        """``(params, centre)``: the fitted parameters in the working dtype with the means
-        taken about ``centre`` (float64, the mixture's mean), on the host.
-
-        Densities, responsibilities and conditionals are translation-equivariant, so
-        callers subtract ``centre`` from X in float64 before the cast and add it back
-        to means in float64 after: float32 then keeps its digits on uncentred data.
-        Call inside ``self._precision()``.
-        """
-        centre = self._centre()
-        values = {**self.params_, "means": self.params_["means"] - centre}
-        # host arrays in the working dtype (an eager jnp cast would compile a program)
-        dtype = np.dtype(self.dtype)
-        return gmm.Params(*(np.asarray(values[k], dtype) for k in gmm.Params._fields)), centre
-
-    def _scoring_params(self):
-        """:meth:`_centred_params` with padding components up to
-        :func:`component_bucket` (weight 0: log-responsibility -inf, no effect on the
-        rows' likelihoods), so that models with nearby n_components share the scoring
-        programs; callers cut the outputs back to ``n_components_``."""
-        params, centre = self._centred_params()
-        pad = component_bucket(self.n_components_) - self.n_components_
-        padded = pad_components(*params, pad, self.covariance_type)
-        return gmm.Params(*padded), centre
-
-    def _rows_per_call(self, missing: bool) -> int:
-        """Rows per call of the scoring programs, fixed for a fitted model (see
-        :func:`_fixed_row_chunks`): about ``SCORE_WORK`` flops per call, so padding a
-        single row costs little, capped by the E-step's chunk sizes, which bound the
-        memory of the (rows, K, d, d) conditional covariances."""
-        K, d = component_bucket(self.n_components_), self.n_features_in_
-        dense = self.covariance_type in ("full", "tied")
-        if missing:
-            per_row, cap = (K * d**3 if dense else K * d), MISSING_CHUNK[self.covariance_type]
-        else:
-            per_row, cap = (K * d * d if dense else K * d), CHUNK
-        rows = 1 << (max(SCORE_WORK // max(per_row, 1), 1).bit_length() - 1)
-        return int(min(max(rows, 32), cap))
-
-    def _observed(self, X, *, allow_empty_rows: bool):
-        """Validated X with NaN replaced by 0, and the observed mask (float)."""
-        check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=True)
-        observed = ~np.isnan(X)
-        if not allow_empty_rows:
-            check_no_empty_rows(observed)
-        return np.where(observed, X, 0.0), observed.astype(np.float64)
-
-    def _scores(self, X, *, allow_empty_rows=False):
-        """(log p(x_i) (n,), log responsibilities (n, K)) as float64 NumPy arrays.
-
-        Rows with NaN are scored by their marginal over the observed coordinates.
-        """
-        X, observed = self._observed(X, allow_empty_rows=allow_empty_rows)
-        complete = observed.all(axis=1)
-        row = np.empty(X.shape[0])
-        log_resp = np.empty((X.shape[0], self.n_components_))
-        K = self.n_components_
-        with self._precision():
-            params, centre = self._scoring_params()
-            X = np.where(observed > 0, X - centre, 0.0)
-            kind = self.covariance_type
-            if complete.any():
-                row[complete], padded = fixed_row_chunks(
-                    lambda x: row_scores(params, x, None, kind),
-                    X[complete],
-                    chunk=self._rows_per_call(missing=False),
-                )
-                log_resp[complete] = padded[:, :K]
-            if not complete.all():
-                row[~complete], padded = fixed_row_chunks(
-                    lambda x, o: row_scores(params, x, o, kind),
-                    X[~complete],
-                    observed[~complete],
-                    chunk=self._rows_per_call(missing=True),
-                )
-                log_resp[~complete] = padded[:, :K]
-        return row, log_resp
 
     def score_samples(self, X) -> np.ndarray:
         """Log-likelihood of each row, shape (n_samples,); a Dask array gives a Dask array."""
@@ -613,12 +473,22 @@ class GaussianMixture(
         """Posterior probability of each component for each row, shape (n_samples, K).
 
         Rows with NaN condition on their observed entries only (an entirely missing
-        row gets the mixing weights).
+        row gets the mixing weights).  A Dask array gives a Dask array.
         """
+        if is_dask(X):
+            from latentlab.estimators._chunked import map_row_output
+
+            check_is_fitted(self)
+            return map_row_output(self, self.predict_proba, X, n_columns=self.n_components_)
         return np.exp(self._scores(X, allow_empty_rows=True)[1])
 
     def predict(self, X) -> np.ndarray:
-        """Most probable component of each row, shape (n_samples,)."""
+        """Most probable component of each row, shape (n_samples,); a Dask array gives
+        a Dask array."""
+        if is_dask(X):
+            from latentlab.estimators._chunked import map_row_output
+
+            return map_row_output(self, self.predict, X, dtype=np.int64)
         return np.argmax(self._scores(X, allow_empty_rows=True)[1], axis=1)
 
     def _n_parameters(self) -> int:

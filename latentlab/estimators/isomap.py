@@ -7,16 +7,14 @@ Also the neighbour-graph plumbing the manifold estimators share (:func:`neighbor
 from __future__ import annotations
 
 import numbers
-from contextlib import nullcontext
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import isomap as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
@@ -211,6 +209,16 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
     (3, 2)
     """
 
+    _settings = {
+        "n_neighbors": Integer(1, None) | None,  # < n_samples: checked with the data
+        "radius": Real(0, None, closed="neither", finite=True) | None,
+        "n_components": Integer(),  # its range depends on the data
+        "eigen_solver": Options(*EIGEN_SOLVERS),
+        "path_method": Options(*PATH_METHODS),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_neighbors=5,
@@ -237,11 +245,6 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
                     "Both n_neighbors and radius are given; set n_neighbors=None to use "
                     "a radius graph"
                 )
-            radius = self.radius
-            if isinstance(radius, bool) or not isinstance(radius, numbers.Real):
-                raise ValueError(f"radius must be a positive number, got {radius!r}")
-            if not (np.isfinite(radius) and radius > 0):
-                raise ValueError(f"radius must be a positive number, got {radius!r}")
             return None
         if self.n_neighbors is None:
             raise ValueError("One of n_neighbors and radius must be given")
@@ -252,8 +255,6 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         n = X.shape[0]
         k = self._check_graph_settings(n)
         K = check_n_components(self.n_components, 1, n, "n_samples")
-        check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
-        check_option("path_method", self.path_method, PATH_METHODS)
         dtype = np.float32 if self.dtype == "float32" else np.float64
         with self._precision():
             Xj = to_device(X)
@@ -280,20 +281,10 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
             D_device, key = to_device(D), jax_key(self.random_state)
 
             def solve(solver, **settings):
-                # Lanczos' LAPACK calls are on tiny matrices (the Ritz eigh, thin QRs),
-                # where OpenBLAS threads only contend: on a busy 2-core machine one
-                # 80 x 80 eigh took 0.14 s threaded and 1 ms on one thread
-                with threadpool_limits(1, "blas") if solver != "dense" else nullcontext():
-                    result = call(
-                        cf.geodesic_mds,
-                        n * n,
-                        D_device,
-                        key,
-                        n_components=K,
-                        solver=solver,
-                        **settings,
-                    )
-                    return jax.block_until_ready(result)  # run inside the limit
+                # solve_with_fallback runs Lanczos with one BLAS thread
+                return call(
+                    cf.geodesic_mds, n * n, D_device, key, n_components=K, solver=solver, **settings
+                )
 
             result, solver = solve_with_fallback(solve, n, K, self.eigen_solver, dtype)
             eigenvalues = to_numpy(result.eigenvalues)

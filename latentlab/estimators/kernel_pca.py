@@ -1,8 +1,12 @@
-"""``latentlab.KernelPCA``: kernel PCA with out-of-sample projection and pre-images."""
+"""``latentlab.KernelPCA``: kernel PCA with out-of-sample projection and pre-images.
+
+The kernel helpers it shares with KernelCCA are in ``_kernels``.  It is over ~400
+lines because ~120 are the class's docstring and ``_fit`` routes dense, sparse,
+precomputed and callable kernels to their solvers in one place.
+"""
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from functools import partial
 
@@ -13,121 +17,32 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_codes, check_data, check_n_components, check_option
+from latentlab._settings import (
+    Boolean,
+    Dtype,
+    Integer,
+    Options,
+    RandomState,
+    Real,
+)
+from latentlab._validation import check_codes, check_data, check_n_components
 from latentlab.closed_form import kernel_pca as cf
-from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES, lanczos_block_settings
-from latentlab.closed_form.kernels import KERNELS, KernelParams
+from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES
 from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators._kernels import (
+    check_gram,
+    kernel_offset,
+    kernel_settings,
+    lanczos_settings,
+    precomputed_kernel,
+    resolve_kernel,
+)
 from latentlab.estimators._sparse import check_sparse_data, host_kernel, is_sparse
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import LATENTLAB_FILES, LatentEstimator, jax_key, to_numpy
 
 __all__ = ["KernelPCA", "resolve_kernel", "kernel_offset"]
 
 EIGEN_SOLVERS = ("auto", "dense", "lanczos", "arpack", "randomized")
-
-
-def lanczos_settings(n, n_components, dtype):
-    """(block_size, max_blocks, max_products, tol) of the block Lanczos solver for the
-    top ``n_components`` eigenpairs of an n x n symmetric operator (a centred kernel
-    here, a scatter matrix for ``PCA(svd_solver="arpack")``), or None when n is too
-    small for its Krylov basis (dense eigh is then cheap and exact).
-
-    The block sizes and ``tol`` are the shared eigensolver's
-    (:func:`~latentlab.closed_form.eigensolvers.lanczos_block_settings`, measured
-    single-threaded on rbf kernels: n = 3000 with n_components = 10 against blocks of
-    10-30 and bases of 8-24 blocks; n = 2000 with n_components = 2-150); at most
-    ``max(30, n / 20)`` products before the caller falls back to dense eigh.  "auto"
-    takes Lanczos when n_samples > LANCZOS_MIN_SAMPLES and the basis fits.
-    """
-    settings = lanczos_block_settings(n, n_components, dtype)
-    if settings is None:
-        return None
-    block, blocks, tol = settings
-    return block, blocks, max(30, n // 20), tol
-
-
-# Kernels whose *centred* Gram matrix (and consistently centred test kernel) does not
-# change when every point is shifted by the same vector: rbf depends on differences
-# only, and the centred linear kernel is the Gram matrix of centred data.
-SHIFT_INVARIANT_KERNELS = ("linear", "rbf")
-
-
-def precomputed_kernel(A, B):
-    """The "kernel" of ``kernel="precomputed"``: the input rows already are kernel rows
-    (``A`` is ``k(X_new, X_fit)``), so the Gram matrix is A itself."""
-    return A
-
-
-def resolve_kernel(
-    kernel, gamma, degree, coef0, n_features, name="kernel", allow_precomputed=False
-):
-    """Check kernel settings; return (kernel for the jit'd functions, KernelParams, degree).
-
-    ``kernel`` is a built-in name or a jit-compatible callable ``k(A, B)`` mapping arrays
-    of shape (n, d) and (m, d) to an (n, m) Gram matrix; with ``allow_precomputed``
-    also ``"precomputed"`` (the input is the kernel matrix:
-    :func:`precomputed_kernel`).  ``gamma=None`` means ``1 / n_features``, as in
-    scikit-learn.
-    """
-    if allow_precomputed and isinstance(kernel, str) and kernel == "precomputed":
-        kernel = precomputed_kernel
-    elif callable(kernel):
-        probe_a = jax.ShapeDtypeStruct((3, n_features), jnp.float64)
-        probe_b = jax.ShapeDtypeStruct((2, n_features), jnp.float64)
-        try:
-            with jax.enable_x64(True):
-                out = jax.eval_shape(kernel, probe_a, probe_b)
-        except Exception as error:  # any tracing failure is the user's callable
-            raise ValueError(
-                f"The {name} callable could not be traced by JAX on arrays of shape "
-                f"(3, {n_features}) and (2, {n_features}): {error}. It must be a "
-                "jit-compatible function k(A, B) of two 2-D arrays."
-            ) from error
-        shape = getattr(out, "shape", None)
-        if shape != (3, 2):
-            raise ValueError(
-                f"The {name} callable must map arrays of shape (n, d) and (m, d) to an "
-                f"(n, m) Gram matrix, but for (3, {n_features}) and (2, {n_features}) it "
-                f"returned shape {shape}. (For a function of two vectors, use "
-                "jax.vmap(jax.vmap(k, (None, 0)), (0, None)).)"
-            )
-    elif not isinstance(kernel, str) or kernel not in KERNELS:
-        raise ValueError(
-            f"Unknown {name}={kernel!r}; expected one of "
-            f"{sorted(KERNELS) + (['precomputed'] if allow_precomputed else [])} or a "
-            "callable k(A, B) -> (n, m) Gram matrix"
-        )
-    if gamma is None:
-        gamma = 1.0 / n_features
-    if not isinstance(gamma, numbers.Real) or not np.isfinite(gamma) or gamma <= 0:
-        raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
-    if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or degree < 0:
-        raise ValueError(f"degree must be a non-negative integer, got {degree!r}")
-    if not isinstance(coef0, numbers.Real) or not np.isfinite(coef0):
-        raise ValueError(f"coef0 must be a finite number, got {coef0!r}")
-    return kernel, KernelParams(gamma=float(gamma), coef0=float(coef0)), int(degree)
-
-
-def kernel_offset(kernel, X):
-    """The point subtracted from every sample before the kernel is evaluated.
-
-    For a shift-invariant kernel it is the training mean, computed in float64 on the
-    host: ``||a||^2 + ||b||^2 - 2 a.b`` cancels catastrophically for data far from the
-    origin (a shift of 1e8 leaves nothing of the spread in float64, let alone float32),
-    while the centred data give the same kernel exactly.  Other kernels (poly,
-    sigmoid, cosine, callables) depend on the origin: zeros.
-    """
-    if isinstance(kernel, str) and kernel in SHIFT_INVARIANT_KERNELS:
-        return np.mean(np.asarray(X, dtype=np.float64), axis=0)
-    return np.zeros(np.shape(X)[1])
-
-
-def check_gram(K, n_rows, n_cols, name="kernel"):
-    """A user kernel must give a finite Gram matrix of the right shape on real data too."""
-    if K.shape != (n_rows, n_cols):
-        raise ValueError(
-            f"The {name} callable returned shape {K.shape}; expected ({n_rows}, {n_cols})"
-        )
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
@@ -233,6 +148,20 @@ default="linear"
     >>> latentlab.KernelPCA(n_components=2, kernel="rbf").fit(X).transform(X).shape
     (50, 2)
     """
+
+    _settings = {
+        "n_components": Integer() | None,
+        **kernel_settings(),
+        "fit_inverse_transform": Boolean(),
+        "alpha": Real(0, None),
+        "eigen_solver": Options(*EIGEN_SOLVERS),
+        "n_oversamples": Integer(0, None),
+        "iterated_power": Integer(0, None) | "auto",
+        "remove_zero_eig": Boolean(),
+        "random_state": RandomState(),
+        "copy_X": Boolean(),
+        "dtype": Dtype(),
+    }
 
     def __init__(
         self,
@@ -361,9 +290,6 @@ default="linear"
                 )
         K = n if self.n_components is None else self.n_components
         K = check_n_components(K, 1, n, "n_samples")
-        check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
-        if not isinstance(self.alpha, numbers.Real) or not self.alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
         solver = "lanczos" if self.eigen_solver == "arpack" else self.eigen_solver
         lanczos = lanczos_settings(n, K, np.float32 if self.dtype == "float32" else np.float64)
         if solver == "auto":
@@ -373,10 +299,6 @@ default="linear"
         power = self.iterated_power
         if power == "auto":
             power = 7 if K < 0.1 * n else 4
-        if not isinstance(power, numbers.Integral) or power < 0:
-            raise ValueError(f"iterated_power must be 'auto' or an integer >= 0, got {power!r}")
-        if not isinstance(self.n_oversamples, numbers.Integral) or self.n_oversamples < 0:
-            raise ValueError(f"n_oversamples must be an integer >= 0, got {self.n_oversamples!r}")
         if host:  # (no offset: shifting sparse rows would densify them)
             offset = np.zeros(d)
             gram = host_kernel(kernel, X, X, params.gamma, degree, params.coef0)
@@ -444,7 +366,7 @@ default="linear"
                 "in the kernel's feature space, so there are no components "
                 "(n_components_=0)",
                 UserWarning,
-                stacklevel=3,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         rank = int(kept.sum())
         self.solver_ = solver

@@ -4,13 +4,12 @@ clustering and GaussianMixture's k-means starts)."""
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_option
+from latentlab._settings import ArrayLike, Dtype, Integer, Options, RandomState, Real
+from latentlab._validation import check_data
 from latentlab.closed_form import kmeans as km
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
@@ -18,12 +17,6 @@ from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 __all__ = ["KMeans"]
 
 SEEDINGS = ("k-means++", "random")
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
@@ -77,6 +70,16 @@ class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
     (1, 1, True)
     """
 
+    _settings = {
+        "n_clusters": Integer(1, None),  # at most n_samples: checked with the data
+        "init": Options(*SEEDINGS) | ArrayLike(),  # or the (n_clusters, n_features) centres
+        "n_init": Integer(1, None),
+        "max_iter": Integer(1, None),
+        "tol": Real(0, None),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_clusters=8,
@@ -97,18 +100,11 @@ class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
         self.dtype = dtype
 
     def _check_settings(self, n_samples, n_features):
-        k = _positive_int("n_clusters", self.n_clusters)
-        n_init = _positive_int("n_init", self.n_init)
-        max_iter = _positive_int("max_iter", self.max_iter)
-        tol = self.tol
-        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not tol >= 0:
-            raise ValueError(f"tol must be a non-negative number, got {tol!r}")
+        k, n_init, max_iter, tol = self.n_clusters, self.n_init, self.max_iter, self.tol
         if k > n_samples:
             raise ValueError(f"n_clusters={k} exceeds n_samples={n_samples}")
         init = None
-        if isinstance(self.init, str):
-            check_option("init", self.init, SEEDINGS)
-        else:
+        if not isinstance(self.init, str):
             init = np.asarray(self.init, dtype=np.float64)
             if init.shape != (k, n_features):
                 raise ValueError(
@@ -118,7 +114,7 @@ class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
             if not np.all(np.isfinite(init)):
                 raise ValueError("init array has NaN or infinite values")
             n_init = 1  # a given start is one run
-        return k, n_init, max_iter, float(tol), init
+        return int(k), int(n_init), int(max_iter), float(tol), init
 
     def fit(self, X, y=None):
         """Cluster X (n_samples, n_features); returns self."""

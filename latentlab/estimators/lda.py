@@ -3,7 +3,6 @@ a supervised projection."""
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import jax.numpy as jnp
@@ -13,10 +12,11 @@ from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, Trans
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._settings import ArrayLike, Boolean, Dtype, Integer, Options, Real
+from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import lda as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
-from latentlab.estimators.base import LatentEstimator, to_numpy
+from latentlab.estimators.base import LATENTLAB_FILES, LatentEstimator, check_finite_fit, to_numpy
 
 __all__ = ["LinearDiscriminantAnalysis"]
 
@@ -100,6 +100,16 @@ class LinearDiscriminantAnalysis(
     array([0.9912, 0.0088])
     """
 
+    _settings = {
+        "solver": Options(*cf.SOLVERS),
+        "shrinkage": Real(0, 1, verb="lie") | None | "auto",
+        "priors": ArrayLike() | None,
+        "n_components": Integer() | None,  # its range depends on the data
+        "store_covariance": Boolean(),
+        "tol": Real(0, None),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         solver="svd",
@@ -122,20 +132,7 @@ class LinearDiscriminantAnalysis(
         shrinkage = self.shrinkage
         if shrinkage is None:
             return "none", 0.0
-        if isinstance(shrinkage, str):
-            if shrinkage != "auto":
-                raise ValueError(
-                    f"Unknown shrinkage={shrinkage!r}; expected None, 'auto' or a float in [0, 1]"
-                )
-            mode, alpha = "auto", 0.0
-        elif isinstance(shrinkage, numbers.Real) and not isinstance(shrinkage, bool):
-            if not 0.0 <= shrinkage <= 1.0:
-                raise ValueError(f"shrinkage must lie in [0, 1], got {shrinkage!r}")
-            mode, alpha = "fixed", float(shrinkage)
-        else:
-            raise ValueError(
-                f"shrinkage must be None, 'auto' or a float in [0, 1], got {shrinkage!r}"
-            )
+        mode, alpha = ("auto", 0.0) if shrinkage == "auto" else ("fixed", float(shrinkage))
         if self.solver == "svd":
             raise ValueError(
                 "shrinkage is not available with solver='svd'; use solver='eigen' or 'lsqr'"
@@ -156,16 +153,17 @@ class LinearDiscriminantAnalysis(
                 f"(got {priors})"
             )
         if not np.isclose(priors.sum(), 1.0):
-            warnings.warn("The priors do not sum to 1. Renormalizing", UserWarning, stacklevel=3)
+            warnings.warn(
+                "The priors do not sum to 1. Renormalizing",
+                UserWarning,
+                skip_file_prefixes=LATENTLAB_FILES,
+            )
             priors = priors / priors.sum()
         return priors
 
     def fit(self, X, y):
         """Fit to X (n_samples, n_features) and class labels y (n_samples,)."""
-        check_option("solver", self.solver, cf.SOLVERS)
         mode, alpha = self._shrinkage_mode()
-        if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
-            raise ValueError(f"tol must be a non-negative number, got {self.tol!r}")
         X = check_data(self, X, reset=True, allow_nan=False)
         if y is None:
             raise ValueError(
@@ -199,23 +197,42 @@ class LinearDiscriminantAnalysis(
             mode == "auto" or not np.array_equal(priors, counts / counts.sum())
         )
         with self._precision():
-            fit = call(
-                cf.fit_lda,
-                X.size,
-                to_device(X),
-                jnp.asarray(labels),
-                jnp.asarray(
-                    cf.class_row_index(labels, C) if per_class else np.zeros((C, 0), np.int64)
-                ),
-                jnp.asarray(priors),
-                alpha,
-                float(self.tol),
-                n_classes=C,
-                solver=self.solver,
-                shrinkage_mode=mode,
-                store_covariance=bool(self.store_covariance) or self.solver != "svd",
-                per_class=per_class,
-            )
+            # "eigen"/"lsqr": the moments of X on the host (cf.pooled_moments, one Gram
+            # product; cf.class_moments), the d x d algebra after them in JAX
+            if self.solver == "svd":
+                fit = call(
+                    cf.fit_lda_svd,
+                    X.size,
+                    to_device(X),
+                    jnp.asarray(labels),
+                    jnp.asarray(priors),
+                    float(self.tol),
+                    n_classes=C,
+                    store_covariance=bool(self.store_covariance),
+                )
+            elif per_class:
+                auto = mode == "auto"
+                _, means, covariances, fourth, total_fourth = cf.class_moments(
+                    X, labels, C, auto, auto and self.solver == "eigen"
+                )
+                fit = call(
+                    cf.fit_lda_classes,
+                    C * d * d,
+                    *map(jnp.asarray, (means, counts, covariances, fourth, total_fourth, priors)),
+                    alpha,
+                    solver=self.solver,
+                    shrinkage_mode=mode,
+                )
+            else:
+                _, means, pooled = cf.pooled_moments(X, labels, C)
+                fit = call(
+                    cf.fit_lda_pooled,
+                    d * d,
+                    *map(jnp.asarray, (means, counts, pooled, priors)),
+                    alpha,
+                    solver=self.solver,
+                    shrinkage_mode=mode,
+                )
             fit = {name: to_numpy(value) for name, value in fit._asdict().items()}
         if not fit["ok"]:
             raise ValueError(
@@ -223,11 +240,11 @@ class LinearDiscriminantAnalysis(
                 "so solver='eigen' cannot whiten it: use shrinkage='auto' or a float, or "
                 "solver='svd'"
             )
-        if not (np.isfinite(fit["coef"]).all() and np.isfinite(fit["intercept"]).all()):
-            raise ValueError(
-                "LDA produced non-finite coefficients: the within-class covariance is "
-                "singular; use shrinkage, or solver='svd'"
-            )
+        check_finite_fit(
+            self,
+            {"coef_": fit["coef"], "intercept_": fit["intercept"]},
+            "the within-class covariance is singular; use shrinkage, or solver='svd'",
+        )
         self.classes_ = classes
         self.priors_ = priors
         self.means_ = fit["means"]
@@ -237,7 +254,9 @@ class LinearDiscriminantAnalysis(
             self.scalings_ = fit["scalings"][:, :rank].copy()
             ratio = fit["eigenvalues"] / fit["eigenvalues"].sum()
             if int(fit["within_rank"]) < d:
-                warnings.warn("Variables are collinear", UserWarning, stacklevel=2)
+                warnings.warn(
+                    "Variables are collinear", UserWarning, skip_file_prefixes=LATENTLAB_FILES
+                )
         elif self.solver == "eigen":
             self.scalings_ = fit["scalings"]
             ratio = fit["eigenvalues"] / fit["eigenvalues"].sum()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,13 +9,14 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import lle as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
 from latentlab.estimators._embedding import FitsEmbedding
-from latentlab.estimators.base import LatentEstimator, to_numpy
+from latentlab.estimators.base import LatentEstimator, check_finite_fit, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
 from latentlab.inference.summaries import pad_rows
 
@@ -79,6 +78,15 @@ class LocallyLinearEmbedding(
     (100, 2)
     """
 
+    _settings = {
+        "n_neighbors": Integer(1, None),  # < n_samples: checked with the data
+        "n_components": Integer(),  # its range depends on the data
+        "reg": Real(0, None, closed="neither", finite=True),
+        "eigen_solver": Options(*EIGEN_SOLVERS),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_neighbors=5,
@@ -96,21 +104,12 @@ class LocallyLinearEmbedding(
         self.random_state = random_state
         self.dtype = dtype
 
-    def _check_reg(self):
-        reg = self.reg
-        if isinstance(reg, bool) or not isinstance(reg, numbers.Real) or not reg > 0:
-            raise ValueError(f"reg must be a positive number, got {reg!r}")
-        if not np.isfinite(reg):
-            raise ValueError(f"reg must be finite, got {reg!r}")
-        return float(reg)
-
     def _fit(self, X):
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n = X.shape[0]
         k = check_n_neighbors(self.n_neighbors, n)
         K = check_n_components(self.n_components, 1, n - 1, "n_samples - 1")
-        reg = self._check_reg()
-        check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
+        reg = float(self.reg)
         dtype = np.float32 if self.dtype == "float32" else np.float64
         with self._precision():
             distances, indices = neighbors_of(X, X, k, exclude_self=True)
@@ -138,8 +137,9 @@ class LocallyLinearEmbedding(
             )
             self.embedding_ = to_numpy(result.embedding)
             self.eigenvalues_ = to_numpy(result.eigenvalues)
-        if not np.isfinite(self.embedding_).all():
-            raise ValueError("The LLE eigenproblem gave non-finite values; increase reg")
+        check_finite_fit(
+            self, {"embedding_": self.embedding_}, "the eigenproblem is degenerate; increase reg"
+        )
         self.reconstruction_error_ = float(np.sum(self.eigenvalues_))
         self.X_fit_ = X.copy()
         self.solver_ = solver
@@ -151,7 +151,7 @@ class LocallyLinearEmbedding(
         ``fit``) applied to those points' ``embedding_`` rows."""
         check_is_fitted(self)
         X = check_data(self, X, reset=False, allow_nan=False)
-        reg = self._check_reg()
+        reg = float(self.reg)
         m = X.shape[0]
         with self._precision():
             _, indices = neighbors_of(X, self.X_fit_, self.n_neighbors)

@@ -3,20 +3,25 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import mds as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._embedding import FitsEmbedding, PairwiseWhenPrecomputed
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import (
+    LATENTLAB_FILES,
+    LatentEstimator,
+    jax_key,
+    to_numpy,
+    warn_not_converged,
+)
 from latentlab.estimators.kernel_pca import LANCZOS_MIN_SAMPLES, lanczos_settings
 
 __all__ = ["MDS", "check_distance_matrix"]
@@ -154,6 +159,25 @@ class MDS(
     """
 
     _pairwise_setting = "dissimilarity"
+    _settings = {
+        "n_components": Integer(),  # its range depends on the data
+        "metric": Options(
+            *METRICS,
+            hints={
+                d: "latentlab's metric chooses the criterion; for a distance, "
+                f"use dissimilarity={d!r}"
+                for d in DISSIMILARITIES
+            },
+        ),
+        "dissimilarity": Options(*DISSIMILARITIES),
+        "n_landmarks": Integer(2, None) | None,  # at most n_samples: checked with the data
+        "init": Options(*INITS),
+        "max_iter": Integer(1, None),
+        "eps": Real(0, None),
+        "eigen_solver": Options(*EIGEN_SOLVERS),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
 
     def __init__(
         self,
@@ -181,26 +205,9 @@ class MDS(
         self.dtype = dtype
 
     def _check_settings(self):
-        if isinstance(self.metric, str) and self.metric in DISSIMILARITIES:
-            raise ValueError(
-                f"metric={self.metric!r} is a distance here: latentlab's metric chooses "
-                f"the criterion ('classical' or 'smacof'); use dissimilarity={self.metric!r}"
-            )
-        check_option("metric", self.metric, METRICS)
-        check_option("dissimilarity", self.dissimilarity, DISSIMILARITIES)
-        check_option("init", self.init, INITS)
-        check_option("eigen_solver", self.eigen_solver, EIGEN_SOLVERS)
-        if self.metric == "smacof":
-            if self.n_landmarks is not None:
-                raise ValueError("n_landmarks is only available with metric='classical'")
-            if (
-                isinstance(self.max_iter, bool)
-                or not isinstance(self.max_iter, numbers.Integral)
-                or self.max_iter < 1
-            ):
-                raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-            if not isinstance(self.eps, numbers.Real) or not self.eps >= 0:
-                raise ValueError(f"eps must be a non-negative number, got {self.eps!r}")
+        """Settings that depend on each other (the table is checked on entry to fit)."""
+        if self.metric == "smacof" and self.n_landmarks is not None:
+            raise ValueError("n_landmarks is only available with metric='classical'")
 
     def _fit(self, X):
         self._check_settings()
@@ -217,7 +224,7 @@ class MDS(
             landmarks = np.arange(n)
         else:
             m = self.n_landmarks
-            if isinstance(m, bool) or not isinstance(m, numbers.Integral) or not 2 <= m <= n:
+            if m > n:
                 raise ValueError(f"n_landmarks must be an integer in [2, n_samples={n}], got {m!r}")
             landmarks = np.sort(rng.choice(n, size=int(m), replace=False))
         m = len(landmarks)
@@ -286,12 +293,7 @@ class MDS(
                 embedding = to_numpy(result.embedding)
                 n_iter = int(result.n_iter)
                 if not bool(result.converged):
-                    warnings.warn(
-                        f"SMACOF did not converge in max_iter={self.max_iter} iterations; "
-                        "increase max_iter or eps",
-                        ConvergenceWarning,
-                        stacklevel=3,
-                    )
+                    warn_not_converged(self, "SMACOF", tol="eps")
             stress = float(cf.kruskal_stress(D_all, jnp.asarray(embedding)))
         positive = int((eigenvalues > 1e-12 * max(abs(eigenvalues).max(), 1e-300)).sum())
         if positive < K and self.metric == "classical":
@@ -300,7 +302,7 @@ class MDS(
                 "matrix are positive (the dissimilarities are not Euclidean in that many "
                 "dimensions); the remaining coordinates are zero",
                 UserWarning,
-                stacklevel=3,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         self.eigenvalues_ = eigenvalues
         self.embedding_ = embedding

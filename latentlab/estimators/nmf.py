@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import (
     check_is_fitted,
     check_non_negative,
@@ -17,10 +15,17 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from latentlab._validation import check_codes, check_option
+from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real
+from latentlab._validation import check_codes
 from latentlab.closed_form import nmf as nmf_algebra
 from latentlab.estimators._dispatch import call, to_device
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import (
+    LATENTLAB_FILES,
+    LatentEstimator,
+    jax_key,
+    to_numpy,
+    warn_not_converged,
+)
 from latentlab.inference.summaries import bucket
 
 __all__ = ["NMF"]
@@ -31,18 +36,6 @@ LOSSES = {"frobenius": "frobenius", 2: "frobenius", "kullback-leibler": "kullbac
 LOSSES[1] = "kullback-leibler"
 # Inputs up to this many entries are padded to row and column buckets (see _run).
 PAD_MAX_ENTRIES = 1 << 18
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _non_negative_number(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    return float(value)
 
 
 class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
@@ -119,6 +112,21 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     True
     """
 
+    _settings = {
+        "n_components": Integer(1, None) | None | "auto",
+        "init": Options(*INITS) | None,
+        "solver": Options(*SOLVERS),
+        "beta_loss": Options(*LOSSES),
+        "tol": Real(0, None),
+        "max_iter": Integer(1, None),
+        "random_state": RandomState(),
+        "alpha_W": Real(0, None),
+        "alpha_H": Real(0, None) | "same",
+        "l1_ratio": Real(0, 1),
+        "accelerate": Boolean(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components="auto",
@@ -171,31 +179,21 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             ) from None
 
     def _check_settings(self, X, H=None):
-        check_option("solver", self.solver, SOLVERS)
         loss = self._loss()
         if self.solver == "cd" and loss != "frobenius":
             raise ValueError(
                 f"solver='cd' handles beta_loss='frobenius' only, got beta_loss="
                 f"{self.beta_loss!r}; use solver='mu'"
             )
-        if self.init is not None:
-            check_option("init", self.init, INITS)
-        max_iter = _positive_int("max_iter", self.max_iter)
-        if not isinstance(self.accelerate, (bool, np.bool_)):
-            raise ValueError(f"accelerate must be True or False, got {self.accelerate!r}")
-        tol = _non_negative_number("tol", self.tol)
-        alpha_W = _non_negative_number("alpha_W", self.alpha_W)
-        alpha_H = (
-            alpha_W if self.alpha_H == "same" else _non_negative_number("alpha_H", self.alpha_H)
-        )
-        l1_ratio = _non_negative_number("l1_ratio", self.l1_ratio)
-        if l1_ratio > 1:
-            raise ValueError(f"l1_ratio must be in [0, 1], got {self.l1_ratio!r}")
+        max_iter, tol = int(self.max_iter), float(self.tol)
+        alpha_W = float(self.alpha_W)
+        alpha_H = alpha_W if self.alpha_H == "same" else float(self.alpha_H)
+        l1_ratio = float(self.l1_ratio)
         n, d = X.shape
         if self.n_components in ("auto", None):
             K = H.shape[0] if self.init == "custom" and H is not None else d
         else:
-            K = _positive_int("n_components", self.n_components)
+            K = int(self.n_components)
         # scikit-learn's scaling: W's penalty by the number of features, H's by samples
         penalties = (
             d * alpha_W * l1_ratio,
@@ -228,7 +226,9 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             return self._factor(W, "W", (n, K)), self._factor(H, "H", (K, d))
         if W is not None or H is not None:
             warnings.warn(
-                "W and H are used only with init='custom'; ignored", RuntimeWarning, stacklevel=3
+                "W and H are used only with init='custom'; ignored",
+                RuntimeWarning,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         if init == "random":  # on the host, as scikit-learn draws it (H first)
             rng = check_random_state(self.random_state)
@@ -245,7 +245,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
                 "multiplicative updates cannot move the zeros of init='nndsvd'; "
                 "init='nndsvda' or 'nndsvdar' usually fits better",
                 UserWarning,
-                stacklevel=3,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         # scikit-learn's randomized_svd: 7 power iterations for few components, else 4
         n_iter = 7 if K < 0.1 * min(n, d) else 4
@@ -329,12 +329,8 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             converged = bool(fit.converged)
         self.n_components_ = K
         if not converged and tol > 0:
-            warnings.warn(
-                f"NMF reached max_iter={max_iter} before the stopping rule (tol={tol:g}); "
-                "increase max_iter",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            solver = {"cd": "coordinate descent", "mu": "multiplicative update"}[self.solver]
+            warn_not_converged(self, solver)
         return W
 
     def fit(self, X, y=None, W=None, H=None):

@@ -6,29 +6,25 @@ import numbers
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import gammaln
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real
 from latentlab._validation import (
     InputTypeError,
     check_codes,
     check_data,
     check_n_components,
-    check_option,
 )
 from latentlab.closed_form import pca as cf
-from latentlab.estimators._dispatch import call, map_rows, to_device
+from latentlab.estimators._dispatch import map_rows
+from latentlab.estimators._pca_mle import _laplace_evidence, mle_dimension  # noqa: F401
+from latentlab.estimators._pca_solvers import PCASolversMixin
 from latentlab.estimators._sparse import (
     check_sparse_data,
     is_sparse,
-    sparse_coordinates,
-    sparse_moments,
-    sparse_scatter,
 )
-from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
-from latentlab.estimators.kernel_pca import lanczos_settings
-from latentlab.inference.summaries import scatter_about_mean
+from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
 
 __all__ = ["PCA", "mle_dimension"]
 
@@ -44,65 +40,13 @@ def _is_fraction(n_components) -> bool:
     )
 
 
-def _laplace_evidence(spectrum, rank, n_samples):
-    """Minka's (2000) Laplace approximation to log p(X | rank) for probabilistic PCA.
-
-    ``spectrum``: all ``d`` eigenvalues of the sample covariance, decreasing.  The
-    terms, in the order of Minka's eq. (30) and as scikit-learn computes them: the
-    uniform prior over the Stiefel manifold (``p(U)``), the kept eigenvalues, the noise
-    variance ``v`` (mean of the discarded ones, floored at 1e-15), the volume of the
-    parameter space, and the determinant of the Hessian, in which discarded
-    eigenvalues are replaced by ``v`` in the ``1 / lambda`` factor.
-    """
-    d = len(spectrum)
-    eps = 1e-15
-    if spectrum[rank - 1] < eps:
-        return -np.inf
-    i = np.arange(1, rank + 1)
-    log_prior = -rank * np.log(2.0) + np.sum(
-        gammaln((d - i + 1) / 2.0) - np.log(np.pi) * (d - i + 1) / 2.0
-    )
-    log_kept = -np.sum(np.log(spectrum[:rank])) * n_samples / 2.0
-    v = max(eps, float(np.sum(spectrum[rank:])) / (d - rank))
-    log_noise = -np.log(v) * n_samples * (d - rank) / 2.0
-    m = d * rank - rank * (rank + 1.0) / 2.0
-    log_volume = np.log(2.0 * np.pi) * (m + rank) / 2.0
-    inverse = 1.0 / np.where(np.arange(d) < rank, spectrum, v)
-    top = spectrum[:rank, None]
-    pairs = np.arange(d)[None, :] > np.arange(rank)[:, None]  # i < rank, j > i
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.log((top - spectrum[None, :]) * (inverse[None, :] - 1.0 / top))
-    log_hessian = np.sum(np.where(pairs, terms + np.log(n_samples), 0.0))
-    return (
-        log_prior
-        + log_kept
-        + log_noise
-        + log_volume
-        - log_hessian / 2.0
-        - rank * np.log(n_samples) / 2.0
-    )
-
-
-def mle_dimension(spectrum, n_samples) -> int:
-    """The number of components that maximises Minka's (2000) Laplace evidence.
-
-    ``spectrum``: the ddof=1 eigenvalues of the sample covariance (PCA's full
-    ``explained_variance_``), decreasing.  Ranks 1 .. len(spectrum) - 1 are compared
-    (scikit-learn's ``n_components="mle"``); NaN evidences (ties in the spectrum) lose.
-    Where every rank has evidence -inf (a spectrum of zeros), scikit-learn returns 0;
-    this returns 1, as a PCA keeps at least one component.
-    """
-    spectrum = np.asarray(spectrum, dtype=np.float64)
-    evidence = np.array(
-        [_laplace_evidence(spectrum, r, n_samples) for r in range(1, len(spectrum))]
-    )
-    evidence = np.where(np.isnan(evidence), -np.inf, evidence)
-    if not len(evidence) or np.all(evidence == -np.inf):
-        return 1
-    return int(np.argmax(evidence)) + 1
-
-
-class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
+class PCA(
+    PCASolversMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    GenerativeMixin,
+    LatentEstimator,
+):
     """Principal component analysis, computed by jit-compiled JAX in float64.
 
     The centred data ``X - mean_`` are decomposed as ``U S V^T``; the rows of ``V^T``
@@ -194,6 +138,18 @@ default="auto"
     (2, 5)
     """
 
+    _settings = {
+        # an int, a fraction of variance to keep, Minka's choice, or all
+        "n_components": Integer() | Real(0, 1, closed="neither") | None | "mle",
+        "copy": Boolean(),
+        "whiten": Boolean(),
+        "svd_solver": Options(*SOLVERS),
+        "n_oversamples": Integer(0, None),
+        "iterated_power": Integer(0, None) | "auto",
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components=None,
@@ -227,11 +183,6 @@ default="auto"
                 f"n_components='mle' needs n_samples >= n_features, got {n_samples} samples "
                 f"and {n_features} features"
             )
-        if isinstance(self.n_components, str) and not mle:
-            raise ValueError(
-                f"n_components={self.n_components!r} is not valid: use an int, a float in "
-                "(0, 1), 'mle' or None"
-            )
         # as scikit-learn, sparse input takes arpack unless covariance_eigh is asked for
         solver = "arpack" if sparse and self.svd_solver == "auto" else self.svd_solver
         if self.n_components is None:
@@ -239,14 +190,6 @@ default="auto"
             K = max(high - 1, 1) if solver == "arpack" else high
         elif fraction:
             K = None
-        elif isinstance(self.n_components, numbers.Real) and not isinstance(
-            self.n_components, (bool, numbers.Integral)
-        ):
-            raise ValueError(
-                f"n_components={self.n_components!r} is out of range: a float must lie "
-                "strictly between 0 and 1 (fraction of variance to keep); use an int to "
-                "choose the number of components"
-            )
         else:
             # 0 is the isotropic Gaussian (every direction is noise), as scikit-learn's
             K = check_n_components(self.n_components, 0, high, "min(n_samples, n_features)")
@@ -284,15 +227,6 @@ default="auto"
                     "needs the full spectrum; use svd_solver='full' or 'covariance_eigh', "
                     "not 'randomized'"
                 )
-            for name in ("n_oversamples",):
-                value = getattr(self, name)
-                if not isinstance(value, numbers.Integral) or value < 0:
-                    raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-            power = self.iterated_power
-            if power != "auto" and (not isinstance(power, numbers.Integral) or power < 0):
-                raise ValueError(
-                    f"iterated_power must be 'auto' or a non-negative integer, got {power!r}"
-                )
         return solver, K
 
     def fit(self, X, y=None):
@@ -306,7 +240,6 @@ default="auto"
         return self._project(X)
 
     def _fit(self, X):
-        check_option("svd_solver", self.svd_solver, SOLVERS)
         if is_sparse(X):
             if self.svd_solver not in SPARSE_SOLVERS:
                 # scikit-learn's wording (and TypeError, which InputTypeError also is)
@@ -352,96 +285,6 @@ default="auto"
         self.explained_variance_ = variance[:K].copy()
         self.explained_variance_ratio_ = ratio[:K].copy()
         return X
-
-    def _decompose_dense(self, X, solver, K):
-        """(solver used, PCADecomposition of X - shift, shift) for dense X."""
-        n, d = X.shape
-        # Centre in float64 on the host before any cast: float32 cannot hold an offset
-        # such as 1e8 together with the unit-scale structure on top of it.  (The
-        # float64 scatter path guards against cancellation itself, without a copy.)
-        scatter_path = solver == "covariance_eigh" and self.dtype == "float64"
-        shift = np.zeros(d) if scatter_path else X.mean(axis=0)
-        Xc = X if scatter_path else X - shift
-        result = self._fit_lanczos(Xc, K) if solver == "arpack" else None
-        if solver == "arpack" and result is None:
-            solver = "full"  # exact, and cheap where n_features is too small for Krylov
-        if result is not None:
-            pass
-        elif scatter_path:
-            mean, scatter = scatter_about_mean(X)  # NumPy: see its docstring
-            result = call(cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n)
-        elif solver == "covariance_eigh":
-            result = call(cf.pca_covariance_eigh, X.size, to_device(Xc))
-        elif solver == "full":
-            result = call(cf.pca_full, X.size, to_device(Xc))
-        else:
-            power = self.iterated_power
-            if power == "auto":
-                power = 7 if K < 0.1 * min(n, d) else 4
-            result = call(
-                cf.pca_randomized,
-                X.size,
-                to_device(Xc),
-                jax_key(self.random_state),
-                n_components=K,
-                n_oversamples=int(self.n_oversamples),
-                n_iter=int(power),
-            )
-        return solver, result, shift
-
-    def _decompose_sparse(self, X, solver, K):
-        """As :meth:`_decompose_dense` for SciPy sparse X, centred implicitly: block
-        Lanczos on the sparse products ("arpack"), or eigh of the scatter formed from
-        the sparse ``X^T X`` ("covariance_eigh", and arpack's exact fallback)."""
-        n, d = X.shape
-        mean, total_variance = sparse_moments(X)
-        result = None
-        settings = lanczos_settings(d, K, np.dtype(self.dtype)) if solver == "arpack" else None
-        if settings is not None:
-            block, blocks, products, tol = settings
-            rows, cols, values = sparse_coordinates(X)
-            coordinates = cf.SparseRows(jnp.asarray(rows), jnp.asarray(cols), jnp.asarray(values))
-            result, converged = call(
-                cf.pca_lanczos_sparse,
-                len(values) * block,
-                coordinates,
-                jnp.asarray(mean),
-                jnp.asarray(total_variance),
-                jax_key(self.random_state),
-                tol,
-                n_samples=n,
-                n_features=d,
-                n_components=K,
-                block_size=block,
-                max_blocks=blocks,
-                max_products=products,
-            )
-            result = result if bool(converged) else None
-        if result is None:
-            solver = "covariance_eigh"  # exact; d x d, which Krylov would not beat here
-            scatter = sparse_scatter(X, mean)
-            result = call(cf.pca_from_scatter, d * d, jnp.asarray(mean), jnp.asarray(scatter), n)
-        return solver, result, np.zeros(d)
-
-    def _fit_lanczos(self, Xc, K):
-        """The block Lanczos decomposition of centred X, or None where n_features is too
-        small for its Krylov basis or it did not converge (the caller then goes exact)."""
-        settings = lanczos_settings(Xc.shape[1], K, np.dtype(self.dtype))
-        if settings is None:
-            return None
-        block, blocks, products, tol = settings
-        result, converged = call(
-            cf.pca_lanczos,
-            Xc.size,
-            to_device(Xc),
-            jax_key(self.random_state),
-            tol,
-            n_components=K,
-            block_size=block,
-            max_blocks=blocks,
-            max_products=products,
-        )
-        return result if bool(converged) else None
 
     # -- projections --------------------------------------------------------------------
 

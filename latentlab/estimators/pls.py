@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_n_components, check_option, check_positive_int
+from latentlab._settings import Boolean, Dtype, Integer, Options, Real
+from latentlab._validation import check_n_components
 from latentlab.closed_form import cca as cf_cca
 from latentlab.closed_form import pls as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
-from latentlab.estimators.base import to_numpy
-from latentlab.estimators.cca import _check_shapes, _PredictThroughCoef, _TwoViewTransformer
+from latentlab.estimators._two_view import _check_shapes, _PredictThroughCoef, _TwoViewTransformer
+from latentlab.estimators.base import LATENTLAB_FILES, to_numpy, warn_not_converged
 
 __all__ = ["PLSRegression", "PLSCanonical", "PLSSVD"]
 
@@ -29,6 +28,12 @@ class _PLSBase(_TwoViewTransformer):
     _min_fit_samples = 2  # ddof=1 scaling needs two rows
     _x_projection, _y_projection = "x_rotations_", "y_rotations_"
     _regression_bound = False  # n_components <= min(n, p) instead of min(n, p, q)
+    _settings = {
+        "n_components": Integer(),  # its range depends on the data
+        "scale": Boolean(),
+        "copy": Boolean(),
+        "dtype": Dtype(),
+    }
 
     def _check_fit(self, X, y):
         X, Y = self._views(X, y, reset=True)
@@ -88,16 +93,18 @@ class _NIPALS(_PredictThroughCoef, RegressorMixin, MultiOutputMixin, _PLSBase):
     """PLS by deflation: PLSRegression and PLSCanonical."""
 
     _deflation = "regression"
+    _settings = {
+        **_PLSBase._settings,
+        "max_iter": Integer(1, None),
+        "tol": Real(0, None, finite=True),
+    }
 
     def fit(self, X, y=None):
         """Fit on X (n_samples, n_features_x) and y = Y (n_samples,) or (n_samples,
         n_features_y)."""
         X, Y = self._check_fit(X, y)
         algorithm = getattr(self, "algorithm", "nipals")
-        check_option("algorithm", algorithm, ("nipals", "svd"))
-        max_iter = check_positive_int("max_iter", self.max_iter)
-        if not (isinstance(self.tol, numbers.Real) and np.isfinite(self.tol) and self.tol >= 0):
-            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        max_iter = int(self.max_iter)
         K = self.n_components_
         (n, p), q = X.shape, Y.shape[1]
         # Centre in float64 on the host, before any cast to float32.
@@ -121,18 +128,13 @@ class _NIPALS(_PredictThroughCoef, RegressorMixin, MultiOutputMixin, _PLSBase):
                 f"y residual is constant at iteration {n_fitted}: Y is fully explained by "
                 f"{n_fitted} component(s); the remaining ones are zero",
                 UserWarning,
-                stacklevel=2,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         self.n_iter_ = (
             fit.n_iter[:n_fitted].astype(int) if algorithm == "nipals" else np.zeros(0, int)
         )
-        if np.any(self.n_iter_ >= max_iter):
-            warnings.warn(
-                f"PLS power iteration reached max_iter={max_iter} before |w - w_old|^2 < "
-                f"tol={self.tol}; increase max_iter",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+        if np.any(self.n_iter_ >= max_iter):  # tol bounds |w - w_old|^2
+            warn_not_converged(self, "power iteration")
         self._set_means(X, Y, fit)
         self.x_weights_, self.y_weights_ = fit.x_weights, fit.y_weights
         self.x_loadings_, self.y_loadings_ = fit.x_loadings, fit.y_loadings
@@ -278,6 +280,7 @@ class PLSCanonical(_NIPALS):
     """
 
     _deflation = "canonical"
+    _settings = {**_NIPALS._settings, "algorithm": Options("nipals", "svd")}
 
     def __init__(
         self,

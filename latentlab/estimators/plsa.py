@@ -1,16 +1,18 @@
 """``latentlab.PLSA``: probabilistic latent semantic analysis fitted by EM or MAP/SVI.
 
-Longer than ~400 lines because it is one public class: its numpydoc docstring and its
-scikit-learn surface (validation, fit, fold-in of new documents, scores, document
-completion, information criteria, sampling) belong together.  The compiled programs
+Longer than ~400 lines because it is one public class: ~160 lines are docstrings
+(the class's documents 19 settings), and its scikit-learn surface (validation, fit,
+scores, information criteria, sampling) belongs together.  The compiled programs
 and the corpus preparation live in :mod:`latentlab.estimators._plsa_programs`, the
-model's algebra in :mod:`latentlab.models.plsa`, MAP/SVI in
-:func:`latentlab.inference.svi.fit_best_of`.
+fitting routes in ``_plsa_fitting``, fold-in of new documents and document
+completion in ``_plsa_fold_in``, the model's algebra in :mod:`latentlab.models.plsa`,
+MAP/SVI in :func:`latentlab.inference.svi.fit_best_of`.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from functools import partial
 
 import jax
@@ -18,29 +20,41 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import (
     _num_samples,
     check_is_fitted,
-    check_random_state,
     validate_data,
 )
 
-from latentlab._validation import check_option
+from latentlab._settings import (
+    ArrayLike,
+    Boolean,
+    Dtype,
+    InstanceOf,
+    Integer,
+    Options,
+    RandomState,
+    Real,
+    Verbose,
+)
+from latentlab._validation import check_positive_int
 from latentlab.estimators import _posterior_hooks
+from latentlab.estimators._plsa_fitting import PLSAFittingMixin
+from latentlab.estimators._plsa_fold_in import FoldInMixin
+from latentlab.estimators._plsa_online import OnlinePLSAMixin
 from latentlab.estimators._plsa_programs import (
-    FOLD_IN_LIFT,
-    FOLD_IN_MAX_ITER,
-    FOLD_IN_TOL,
     _corpus,
-    _doc_sums,
-    _driver,
     _log_coefficients,
-    _pad_topics,
-    _padded_topics,
     _tolerance_scale,
 )
-from latentlab.estimators.base import GenerativeMixin, LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import (
+    LATENTLAB_FILES,
+    GenerativeMixin,
+    LatentEstimator,
+    jax_key,
+    to_numpy,
+    warn_not_converged,
+)
 from latentlab.models import plsa
 
 __all__ = ["PLSA"]
@@ -48,12 +62,15 @@ __all__ = ["PLSA"]
 METHODS = ("em", "map", "svi")
 
 
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator):
+class PLSA(
+    OnlinePLSAMixin,
+    PLSAFittingMixin,
+    FoldInMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    GenerativeMixin,
+    LatentEstimator,
+):
     """Probabilistic latent semantic analysis (Hofmann 1999), declared once in
     :func:`latentlab.models.plsa.plsa_model`.
 
@@ -120,6 +137,10 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         If > 0, print the EM objective every ``verbose`` iterations.
     vocabulary : sequence of str (n_words,), optional
         Names of the words (columns), for :meth:`top_words`.
+    learning_decay : float in (0.5, 1], default=0.7
+        Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
+        topic-word statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
+        ``LatentDirichletAllocation`` name).
 
     Attributes
     ----------
@@ -127,19 +148,22 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         ``p(w | z)``; rows sum to 1.  Words that never occur get probability 0 (ML).
     params_ : dict
         ``theta`` (n_documents, n_components) of the training documents and ``phi``
-        (n_components, n_words), by NumPyro site name.  ``theta`` is refined by a last
-        fold-in at the final ``phi``, so ``transform(X_train)``, which folds in from a
-        uniform start, agrees with it to the fold-in tolerance.
+        (n_components, n_words), by NumPyro site name.  ``theta`` comes from a last
+        fold-in at the final ``phi`` from the uniform start ``transform`` uses, so
+        ``transform(X_train)`` agrees with it to the fold-in tolerance.
     doc_lengths_ : ndarray (n_documents,)
     vocabulary_ : ndarray of str (n_words,) or None
     log_likelihoods_ : ndarray (n_iter_,)
         EM objective after each iteration: the log-likelihood with its multinomial
         coefficients (ML), the log joint (with priors), or the tempered objective.  The
         last entry is at ``params_``; for ML fits it equals ``n_documents * score(X)``
-        up to the fold-in tolerance (about 1e-7 nats per document).
+        up to the fold-in tolerance (at most ~2e-5 nats per document).
         For ``"map"``/``"svi"``: the objective of every optimisation step (log joint,
         or ELBO), then, for ``"map"``, the log joint at ``params_``.
     n_iter_, converged_ : int, bool
+    n_samples_seen_, online_state_ : int, dict
+        Set by :meth:`partial_fit` (stepwise EM): documents seen in the stream, and its
+        running topic-word statistics and topics.
     model_ : callable
         The NumPyro declaration with this fit's static settings bound; ``model_(X)``.
 
@@ -155,6 +179,28 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
     """
 
     _posterior_problem = _posterior_hooks.topic_problem  # for sample_posterior
+
+    # A Dirichlet prior below 1 has an unbounded density: neither MAP nor fold-in exists.
+    _settings = {
+        "n_components": Integer(1, None),
+        "method": Options(*METHODS),
+        "tempering": Real(0, 1, closed="right"),
+        "doc_topic_prior": Real(1, None, finite=True) | None,
+        "topic_word_prior": Real(1, None, finite=True) | None,
+        "tol": Real(0, None),
+        "max_iter": Integer(1, None),
+        "n_init": Integer(1, None),
+        "accelerate": Boolean(),
+        "doc_topic_init": ArrayLike() | None,
+        "topic_word_init": ArrayLike() | None,
+        "svi_steps": Integer(1, None),
+        "learning_rate": Real(0, None, closed="neither", finite=True),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+        "verbose": Verbose(),
+        "vocabulary": InstanceOf(Iterable, "a sequence of words") | None,
+        "learning_decay": Real(0.5, 1, closed="right"),
+    }
 
     def __init__(
         self,
@@ -176,6 +222,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         dtype="float64",
         verbose=0,
         vocabulary=None,
+        learning_decay=0.7,
     ):
         self.n_components = n_components
         self.method = method
@@ -194,6 +241,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         self.dtype = dtype
         self.verbose = verbose
         self.vocabulary = vocabulary
+        self.learning_decay = learning_decay
 
     # -- validation ---------------------------------------------------------------------
 
@@ -234,27 +282,10 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         return csr
 
     def _check_settings(self):
-        check_option("method", self.method, METHODS)
-        _check_positive_int("n_components", self.n_components)
-        for name in ("max_iter", "n_init", "svi_steps"):
-            _check_positive_int(name, getattr(self, name))
-        if not self.tol >= 0:
-            raise ValueError(f"tol must be >= 0, got {self.tol!r}")
-        if not 0 < self.tempering <= 1:
-            raise ValueError(f"tempering must be in (0, 1], got {self.tempering!r}")
+        """Settings that depend on each other (the table is checked on entry to fit);
+        returns K."""
         if self.tempering != 1 and self.method != "em":
             raise ValueError("tempering applies to method='em' only")
-        for name in ("doc_topic_prior", "topic_word_prior"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if not isinstance(value, (int, float, np.number)) or not (
-                np.isfinite(value) and value >= 1
-            ):
-                raise ValueError(
-                    f"{name} must be a number >= 1 (below 1 the Dirichlet density is "
-                    f"unbounded, and neither MAP nor fold-in exists), got {value!r}"
-                )
         return int(self.n_components)
 
     def _use_prior(self) -> bool:
@@ -304,7 +335,18 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
     # -- fitting ------------------------------------------------------------------------
 
     def fit(self, X, y=None):
-        """Fit to the (n_documents, n_words) count matrix X (dense or sparse); returns self."""
+        """Fit to the (n_documents, n_words) count matrix X (dense or sparse); returns self.
+
+        Counts out of memory (a ``np.memmap`` of 256 MB or more, h5py/zarr, Dask, or any
+        array or sparse matrix wrapped in :class:`~latentlab.inference.chunked.RowChunks`)
+        are fitted by the same EM, read in row chunks (``method="em"`` only)."""
+        from latentlab.inference.chunked import row_source
+
+        source = row_source(X)
+        if source is not None:  # out of core or Dask: exact EM over row chunks
+            from latentlab.estimators._plsa_chunked import fit_chunked
+
+            return fit_chunked(self, source)
         csr = self._counts(X, reset=True)
         K = self._check_settings()
         D, W = csr.shape
@@ -317,7 +359,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
                 f"{unseen.size} word(s) never occur in X (columns {shown}); they get "
                 "probability 0 in every topic (only prior mass with topic_word_prior > 1)",
                 UserWarning,
-                stacklevel=2,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         theta0 = self._user_init("doc_topic_init", (D, K))
         phi0 = self._user_init("topic_word_init", (K, W))
@@ -331,170 +373,30 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
             else:
                 hyper = self._hyper(dtype, K)
                 theta, phi, trace, n_iter, converged = self._fit_svi(csr, K, starts, D)
-                # the last fold-in (see _fit_program), from the fitted theta lifted a little
-                theta = (1.0 - FOLD_IN_LIFT) * np.asarray(theta) + FOLD_IN_LIFT / K
-                theta, _, objective, _ = self._fold_in(corpus, phi, hyper, theta)
+                # the last fold-in (see _fit_program), from the uniform as transform
+                theta, _, objective, _ = self._fold_in(corpus, phi, hyper)
         theta, phi = to_numpy(theta)[:D, :K], to_numpy(phi)[:K]
         trace = np.array(trace, dtype=np.float64)
         if self.method != "svi":  # the last entry is at the returned parameters
             trace[-1] = objective
-        self.params_ = {"theta": theta.copy(), "phi": phi.copy()}  # own their data
-        bad = [k for k, v in self.params_.items() if not np.all(np.isfinite(v))]
-        if bad or not np.isfinite(objective):
-            raise ValueError(f"PLSA fit produced non-finite values for {bad or 'the objective'}")
+        self._end_fit(
+            {"theta": theta.copy(), "phi": phi.copy()},  # copies: they own their data
+            trace,
+            n_iter,
+            converged,
+            objective=objective,
+            advice="the counts may be degenerate for this model (try fewer topics)",
+        )
         self.n_components_ = K
         self.doc_lengths_ = np.asarray(csr.sum(axis=1), dtype=np.float64).ravel().copy()
         self.vocabulary_ = (
             None if self.vocabulary is None else np.asarray(list(self.vocabulary), dtype=object)
         )
-        self.log_likelihoods_ = trace
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
         if not self.converged_:
-            warnings.warn(
-                f"PLSA EM did not converge within max_iter={self.max_iter} iterations "
-                f"(tol={self.tol}); increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            warn_not_converged(self)
         return self
 
-    def _starts(self, n_docs_padded, D, W, K, theta0, phi0, dtype) -> plsa.Params:
-        """``n_init`` starts stacked on a leading axis; user values replace random ones."""
-        rng = check_random_state(self.random_state)
-        draws = [plsa.init_params(rng, n_docs_padded, W, K) for _ in range(self.n_init)]
-        theta = np.stack([d.theta for d in draws])
-        phi = np.stack([d.phi for d in draws])
-        # Padding rows (no tokens) start at their fixed point, uniform: a random start
-        # there would move in the first M-step and so enter SQUAREM's step length,
-        # making the fit depend on draws that no document sees.
-        theta[:, D:] = 1.0 / K
-        if theta0 is not None:
-            theta[:, :D] = theta0
-        if phi0 is not None:
-            phi[:] = phi0
-        return plsa.Params(theta.astype(dtype), phi.astype(dtype))
-
-    def _fit_em(self, corpus, starts, scale, K, dtype):
-        """EM and the last fold-in as one compiled program, with the topics padded to
-        :func:`topic_bucket`; NumPy outputs (padding included)."""
-        tempered = self.tempering != 1
-        e_step, m_step, _, _ = plsa.step_functions(tempered)
-        n_topics = _padded_topics(corpus, K)
-        starts = plsa.Params(*_pad_topics(starts.theta, starts.phi, n_topics))
-        dtype = np.dtype(dtype)
-        # run_em stops when |change| <= tol * n_samples: pass the relative rule's scale
-        theta, phi, trace, n_iter, converged, objective = _driver("fit", corpus, n_topics)(
-            e_step,
-            m_step,
-            plsa.Params(starts.theta.astype(dtype), starts.phi.astype(dtype)),
-            corpus,
-            self._hyper(dtype, K, n_topics),
-            np.asarray(scale, dtype),
-            np.asarray(self.tol, dtype),
-            np.asarray(self._fold_in_tol(dtype), dtype),
-            max_iter=int(self.max_iter),
-            accelerate=bool(self.accelerate),
-            verbose=int(self.verbose),
-            tempered=tempered,
-        )
-        n_iter = int(n_iter)
-        trace = to_numpy(trace)[:n_iter]  # a NumPy slice: no compile per length
-        return theta, phi, trace, n_iter, bool(converged), float(objective)
-
-    def _fit_svi(self, csr, K, starts, D):
-        """``"map"``/``"svi"`` from each of the ``n_init`` starts by the shared multi-start
-        driver (counts need no rescaling: no log-Jacobian); keeps the best."""
-        from latentlab.inference.svi import fit_best_of
-
-        alpha, beta = (
-            1.0 if v is None else float(v) for v in (self.doc_topic_prior, self.topic_word_prior)
-        )
-        model = partial(
-            plsa.plsa_model,
-            n_components=K,
-            doc_topic_prior=alpha,
-            topic_word_prior=beta,
-            use_prior=True,
-        )
-        X = jnp.asarray(csr.toarray())
-        best = fit_best_of(
-            model,
-            (X,),
-            [{"theta": starts.theta[i, :D], "phi": starts.phi[i]} for i in range(self.n_init)],
-            method=self.method,
-            num_steps=self.svi_steps,
-            learning_rate=self.learning_rate,
-            random_state=self.random_state,
-        )
-        # for "map" the trace ends with the log joint at the returned parameters, which
-        # fit() replaces by the objective after the last fold-in
-        theta = np.concatenate([np.asarray(best.params["theta"]), starts.theta[0, D:]])
-        return theta, best.params["phi"], best.trace, len(best.trace), True
-
-    @staticmethod
-    def _fold_in_tol(dtype) -> float:
-        return max(FOLD_IN_TOL, 100 * float(np.finfo(dtype).eps))
-
-    def _fold_in(self, corpus, phi, hyper, theta=None):
-        """Fold-in from ``theta`` (n_docs_padded, K), uniform by default: returns theta,
-        the per-document sum x log p (no coefficient), the fit objective at (theta, phi)
-        and whether fold-in converged; NumPy outputs."""
-        dtype = np.dtype(corpus.doc_mask.dtype)
-        n_topics = phi.shape[0]
-        if theta is not None:
-            theta = np.asarray(theta, dtype)
-        theta, doc_loglik, objective, converged = _driver("fold_in", corpus, n_topics)(
-            theta,
-            corpus,
-            np.asarray(phi, dtype),
-            hyper,
-            np.asarray(self._fold_in_tol(dtype), dtype),
-            max_iter=FOLD_IN_MAX_ITER,
-            tempered=self.tempering != 1,
-        )
-        return to_numpy(theta), to_numpy(doc_loglik), float(objective), bool(converged)
-
     # -- fitted quantities --------------------------------------------------------------
-
-    def _fold_in_new(self, csr):
-        """Fold in the documents of ``csr``: (theta (n, K), sum x log p per document).
-
-        Words the topics give probability 0 (absent from the training corpus) carry no
-        information about theta; they are left out of fold-in and make their
-        documents' log-likelihood -inf.
-        """
-        phi = self.params_["phi"]
-        impossible_words = phi.sum(axis=0) <= 0
-        hit = impossible_words[csr.indices]
-        impossible_docs = _doc_sums(hit.astype(float), csr) > 0
-        if hit.any():
-            csr = csr.copy()
-            csr.data[hit] = 0.0
-            csr.eliminate_zeros()
-        K = self.n_components_
-        with self._precision():
-            dtype = jax.dtypes.canonicalize_dtype(np.float64)
-            nonzeros = True if self.tempering != 1 else None
-            corpus = _corpus(csr, dtype, nonzeros=nonzeros, new_documents=True)
-            # padded topics (exact, as in the fit): K-searches share fold-in programs
-            n_topics = _padded_topics(corpus, K)
-            _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)
-            hyper = self._hyper(dtype, K, n_topics)
-            theta, doc_loglik, _, converged = self._fold_in(corpus, phi, hyper)
-        if not converged:
-            warnings.warn("PLSA fold-in did not converge", ConvergenceWarning, stacklevel=3)
-        n = csr.shape[0]
-        doc_loglik = np.where(impossible_docs, -np.inf, doc_loglik[:n])
-        if impossible_docs.any():
-            warnings.warn(
-                f"{impossible_docs.sum()} document(s) contain words with probability 0 under "
-                "the fitted topics (absent from the training corpus); their log-likelihood "
-                "is -inf.  Fit with topic_word_prior > 1 to smooth the topics.",
-                UserWarning,
-                stacklevel=3,
-            )
-        return theta[:n, :K].copy(), doc_loglik
 
     def transform(self, X) -> np.ndarray:
         """``p(z | d)`` of each document, folded in with the topics fixed;
@@ -521,85 +423,6 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         csr = self._counts(X, reset=False)
         return float(np.exp(-self._fold_in_new(csr)[1].sum() / csr.sum()))
 
-    def _completion(self, X, fraction, random_state):
-        check_is_fitted(self)
-        if not 0 < fraction < 1:
-            raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-        csr = self._counts(X, reset=False)
-        held = check_random_state(random_state).binomial(csr.data.astype(np.int64), fraction)
-        scored = csr.copy()
-        scored.data = held.astype(np.float64)
-        observed = csr.copy()
-        observed.data = csr.data - scored.data
-        observed.eliminate_zeros()
-        with warnings.catch_warnings():
-            # unseen words are dealt with below, for the tokens that are scored
-            warnings.filterwarnings("ignore", message=".*probability 0 under", category=UserWarning)
-            theta, _ = self._fold_in_new(observed)
-        scored.eliminate_zeros()
-        doc = np.repeat(np.arange(csr.shape[0]), np.diff(scored.indptr))
-        phi = self.params_["phi"]
-        probability = np.einsum("ik,ik->i", theta[doc], phi.T[scored.indices])
-        unseen = phi.sum(axis=0) <= 0  # words absent from the training corpus
-        if unseen.any():
-            # The ML topics give such a word probability 0, and any held-out token of it
-            # would score -inf, whatever the model: which words a training split happens
-            # to miss says nothing about the number of topics.  Score them at the
-            # add-one (Laplace) estimate of an unseen word's frequency, 1 / (N + W) for
-            # N training tokens, and scale the other words' probabilities by
-            # 1 - m / (N + W) (m unseen words), so each document's distribution still
-            # sums to 1.  A corpus without unseen words is scored exactly as before.
-            floor = 1.0 / (self.doc_lengths_.sum() + phi.shape[1])
-            hit = unseen[scored.indices]
-            probability = np.where(hit, floor, probability * (1.0 - unseen.sum() * floor))
-            if hit.any():
-                warnings.warn(
-                    f"{int(scored.data[hit].sum())} held-out token(s) are words absent from "
-                    f"the training corpus (probability 0 under the ML topics); they are scored "
-                    f"at the add-one floor 1/(N + W) = {floor:.3g}.  Fit with "
-                    "topic_word_prior > 1 to smooth the topics instead.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-        if np.any(probability <= 0):
-            warnings.warn(
-                "some held-out tokens have probability 0 under the fitted topics and "
-                "folded-in proportions; their documents score -inf.",
-                UserWarning,
-                stacklevel=3,
-            )
-        with np.errstate(divide="ignore"):
-            loglik = _doc_sums(scored.data * np.log(probability), scored)
-        return loglik, _log_coefficients(scored), np.asarray(scored.sum(axis=1)).ravel()
-
-    def completion_log_likelihood(self, X, *, fraction=0.5, random_state=None) -> np.ndarray:
-        """Held-out log-likelihood by document completion; shape (n_documents,).
-
-        Each token of each document is held out with probability ``fraction``
-        (binomial thinning of the counts); theta is folded in on the other tokens and
-        the held-out counts are scored, multinomial coefficient of that part included.
-        Folding in on the very words scored would be optimistic.  A document left with
-        no tokens to fold in on gets uniform topic proportions; one with none held out
-        scores 0.
-
-        Held-out tokens of words absent from the training corpus (probability 0 under
-        maximum-likelihood topics, so -inf, as :meth:`score_samples` reports) are
-        scored at the documented floor ``1 / (N + W)``, the add-one estimate of an
-        unseen word's frequency from N training tokens over W words, with the other
-        words' probabilities scaled by ``1 - m / (N + W)`` for m unseen words so that
-        each document's distribution sums to 1 (a ``UserWarning`` says how many tokens).
-        This keeps cross-validated comparisons (:func:`latentlab.compare`) finite when a
-        rare word falls only in a held-out fold; it is the same for every number of
-        topics.  Without unseen words nothing changes.
-        """
-        loglik, coefficient, _ = self._completion(X, fraction, random_state)
-        return loglik + coefficient
-
-    def completion_perplexity(self, X, *, fraction=0.5, random_state=None) -> float:
-        """Perplexity of the held-out tokens of :meth:`completion_log_likelihood`."""
-        loglik, _, tokens = self._completion(X, fraction, random_state)
-        return float(np.exp(-loglik.sum() / tokens.sum()))
-
     def _n_parameters(self, n_documents: int | None = None) -> int:
         """K(W - 1) + D(K - 1): grows with the number of documents D."""
         check_is_fitted(self)
@@ -624,7 +447,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         """The ``n`` most probable words of each topic, shape (n_components, n): words
         from the vocabulary if one was given, word (column) indices otherwise."""
         check_is_fitted(self)
-        _check_positive_int("n", n)
+        check_positive_int("n", n)
         order = np.argsort(-self.params_["phi"], axis=1, kind="stable")[:, :n]
         return order if self.vocabulary_ is None else self.vocabulary_[order]
 
@@ -665,7 +488,7 @@ class PLSA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, L
         check_is_fitted(self)
         D = len(self.doc_lengths_)
         n = D if n_samples is None else n_samples
-        _check_positive_int("n_samples", n)
+        check_positive_int("n_samples", n)
         rows = np.arange(n) % D
         with self._precision():
             params = {

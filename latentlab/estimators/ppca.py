@@ -9,8 +9,15 @@ import jax
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._settings import Options, scale_settings
+from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._online import OnlineGaussianLatentMixin
-from latentlab.estimators.gaussian_latent import GaussianLatentEstimator, IsotropicNoiseMixin
+from latentlab.estimators.base import LATENTLAB_FILES
+from latentlab.estimators.gaussian_latent import (
+    STREAMING_SETTINGS,
+    GaussianLatentEstimator,
+    IsotropicNoiseMixin,
+)
 from latentlab.models import ppca
 
 __all__ = ["PPCA"]
@@ -78,6 +85,19 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
         statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
         ``LatentDirichletAllocation`` name and default for the same exponent).
+    chunk_size : int or None, default=None
+        Rows per chunk on the chunked routes (a Dask array, an h5py/zarr array, a large
+        ``np.memmap``, :class:`~latentlab.inference.chunked.RowChunks`): rows read and
+        passed through the compiled chunk functions at a time (the per-row E-step at
+        most 1024 of them per call).  None: about 16 MB of float64 rows, or a Dask
+        array's largest row block.  In-memory fits ignore it.  The fit does not depend
+        on it beyond round-off.
+    devices : None, "all" or list of jax devices (or their ids), default=None
+        Devices that EM's per-row E-step is split over (rows sharded with
+        ``jax.sharding``, parameters replicated, row sums all-reduced); None: JAX's
+        default device.  ``"all"`` is ``jax.devices()``, which after
+        ``jax.distributed.initialize()`` spans every host.  Used by ``method="em"`` on
+        in-memory and out-of-core data (a Dask array is distributed by Dask instead).
 
     Attributes
     ----------
@@ -133,6 +153,8 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         dtype="float64",
         verbose=0,
         learning_decay=0.7,
+        chunk_size=None,
+        devices=None,
     ):
         self.n_components = n_components
         self.method = method
@@ -146,11 +168,20 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         self.dtype = dtype
         self.verbose = verbose
         self.learning_decay = learning_decay
+        self.chunk_size = chunk_size
+        self.devices = devices
 
     # -- fitting ------------------------------------------------------------------------
 
     _module = ppca
+    _posterior_problem = _posterior_hooks.ppca_problem  # for sample_posterior
     _methods = METHODS
+    _settings = {
+        **GaussianLatentEstimator._settings,
+        **STREAMING_SETTINGS,
+        "method": Options(*METHODS),
+        **scale_settings(),
+    }
 
     _min_components = 0
     _allows_mle = True
@@ -198,7 +229,7 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
                     "the floor, not the data, set the noise variance. Standardise X "
                     "(e.g. sklearn's StandardScaler) for the maximum-likelihood fit."
                 )
-            warnings.warn(message, UserWarning, stacklevel=3)
+            warnings.warn(message, UserWarning, skip_file_prefixes=LATENTLAB_FILES)
         super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import jax.numpy as jnp
@@ -11,12 +10,13 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import DataDimensionalityWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._settings import Boolean, Dtype, Integer, RandomState, Real
 from latentlab._validation import check_codes, check_data
 from latentlab.closed_form import random_projection as cf
 from latentlab.closed_form.random_projection import johnson_lindenstrauss_min_dim
 from latentlab.estimators._dispatch import map_rows
 from latentlab.estimators._sparse import check_sparse_data, is_sparse
-from latentlab.estimators.base import LatentEstimator, to_numpy
+from latentlab.estimators.base import LATENTLAB_FILES, LatentEstimator, to_numpy
 
 __all__ = [
     "GaussianRandomProjection",
@@ -31,6 +31,14 @@ SPARSE_PRODUCT_MAX_DENSITY = 0.1
 
 
 class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+    _settings = {
+        "n_components": Integer(1, None) | "auto",
+        "eps": Real(0, None, closed="neither"),  # (0, 1) for "auto": the JL bound says
+        "compute_inverse_components": Boolean(),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components="auto",
@@ -58,14 +66,12 @@ class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Laten
                 )
             return k
         k = self.n_components
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"n_components must be 'auto' or a positive integer, got {k!r}")
         if k > n_features:
             warnings.warn(
                 f"n_components={k} is larger than n_features={n_features}: the projection "
                 "does not reduce the dimension",
                 DataDimensionalityWarning,
-                stacklevel=3,
+                skip_file_prefixes=LATENTLAB_FILES,
             )
         return int(k)
 
@@ -226,6 +232,11 @@ class SparseRandomProjection(_RandomProjection):
     )
 
     _accepts_sparse = True
+    _settings = {
+        **_RandomProjection._settings,
+        "density": Real(0, 1, closed="right") | "auto",
+        "dense_output": Boolean(),
+    }
 
     def __init__(
         self,
@@ -258,14 +269,8 @@ class SparseRandomProjection(_RandomProjection):
 
     def _check_density(self, n_features):
         density = self.density
-        if isinstance(density, str) and density == "auto":
+        if isinstance(density, str):  # "auto"
             density = 1.0 / np.sqrt(n_features)
-        elif (
-            isinstance(density, bool)
-            or not isinstance(density, numbers.Real)
-            or not 0.0 < density <= 1.0
-        ):
-            raise ValueError(f"density must be 'auto' or a float in (0, 1], got {density!r}")
         self.density_ = float(density)
 
     def _draw(self, rng, k, d):

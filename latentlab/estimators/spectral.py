@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numbers
-
 import jax
 import numpy as np
 from sklearn.base import ClusterMixin
 from sklearn.utils import check_random_state
 
-from latentlab._validation import check_data, check_n_components, check_option
+from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import kmeans as km
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form import spectral as cf
@@ -17,29 +16,30 @@ from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, to_device
 from latentlab.estimators._embedding import PairwiseWhenPrecomputed
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
-from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
+from latentlab.estimators.isomap import check_n_neighbors
 
 __all__ = ["SpectralEmbedding", "SpectralClustering"]
 
 AFFINITIES = ("nearest_neighbors", "rbf", "precomputed")
 EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
+# The settings of the affinity and the eigensolver, shared by both estimators.
+GRAPH_SETTINGS = {
+    "affinity": Options(*AFFINITIES),
+    "gamma": Real(0, None, closed="neither", finite=True) | None,  # None: 1 / n_features
+    "n_neighbors": Integer(1, None) | None,  # < n_samples: checked with the data
+    "eigen_solver": Options(*EIGEN_SOLVERS),
+    "random_state": RandomState(),
+    "dtype": Dtype(),
+}
 
 
 def _check_gamma(gamma, n_features):
-    if gamma is None:
-        return 1.0 / n_features
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
-        raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
-    if not (np.isfinite(gamma) and gamma > 0):
-        raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
-    return float(gamma)
+    return 1.0 / n_features if gamma is None else float(gamma)
 
 
 def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
     """Validate X, build the affinity of ``est.affinity`` and embed it; returns
     (X, embedding, eigenvalues, affinity matrix, solver used, n_neighbors used)."""
-    check_option("affinity", est.affinity, AFFINITIES)
-    check_option("eigen_solver", est.eigen_solver, EIGEN_SOLVERS)
     X = check_data(est, X, reset=True, allow_nan=False, min_samples=2)
     n, d = X.shape
     wanted = n_components + 1 if drop_first else n_components
@@ -73,7 +73,8 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
         else:
             others = np.zeros((n, 0), np.int32)
             if n_neighbors > 1:
-                _, others = neighbors_of(X, X, n_neighbors - 1, exclude_self=True)
+                # a connectivity: who the neighbours are, not how far
+                others = nb.kneighbors_indices(X, X, n_neighbors - 1, exclude_self=True)
             indices = np.concatenate([np.arange(n, dtype=np.int32)[:, None], others], axis=1)
             matrix = cf.sparse_knn_affinity(indices)  # O(n k): built on the host
             nb.check_connected(
@@ -190,6 +191,8 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
     (100, 2)
     """
 
+    _settings = {"n_components": Integer(), **GRAPH_SETTINGS}
+
     def __init__(
         self,
         n_components=2,
@@ -277,6 +280,13 @@ class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator)
     (1, 1, True)
     """
 
+    _settings = {
+        "n_clusters": Integer(1, None),
+        "n_components": Integer() | None,  # None: n_clusters
+        "n_init": Integer(1, None),
+        **GRAPH_SETTINGS,
+    }
+
     def __init__(
         self,
         n_clusters=8,
@@ -302,10 +312,6 @@ class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator)
 
     def fit(self, X, y=None):
         """Cluster X (n_samples, n_features), or an affinity matrix."""
-        for name in ("n_clusters", "n_init"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
         if self.n_clusters > n:
             raise ValueError(f"n_clusters={self.n_clusters} exceeds n_samples={n}")

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._settings import Boolean, Real
 from latentlab._validation import (
     check_data,
     check_no_empty_columns,
@@ -17,13 +18,14 @@ from latentlab._validation import (
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators.base import LatentEstimator, PosteriorMixin, jax_key, to_numpy
 from latentlab.estimators.gaussian_latent import (
+    DEGENERATE_ADVICE,
     VARIANCE_FLOOR,
     GaussianLatentFitMixin,
     _padded,
     _row_posteriors,
 )
 from latentlab.models import supervised_pca as spca
-from latentlab.models.gaussian_latent import canonical_loadings, summarise
+from latentlab.models.gaussian_latent import canonical_loadings, global_scale, summarise
 
 __all__ = ["SupervisedPCA"]
 
@@ -75,6 +77,11 @@ class SupervisedPCA(
     """
 
     _module = spca
+    _settings = {
+        **GaussianLatentFitMixin._settings,
+        "alpha": Real(0, None, closed="neither", finite=True),
+        "prior": Boolean(),
+    }
 
     def __init__(
         self,
@@ -140,8 +147,6 @@ class SupervisedPCA(
         """
         if y is None:
             raise ValueError("SupervisedPCA requires y to be passed, but the target y is None")
-        if not (np.isscalar(self.alpha) and np.isfinite(self.alpha) and self.alpha > 0):
-            raise ValueError(f"alpha must be a positive finite number, got {self.alpha!r}")
         X = check_data(self, X, reset=True, allow_nan=True, min_samples=2)
         y = self._check_y(y, X.shape[0])
         Y = y.reshape(len(y), -1)
@@ -166,6 +171,8 @@ class SupervisedPCA(
             data, column_variance = summarise(V, shift, mask)
             typical = np.mean(column_variance) if np.any(column_variance > 0) else 1.0
             column_variance = np.where(column_variance > 0, column_variance, typical)
+            # the fit's standardisation of [x, y] (see GaussianLatentEstimator)
+            self.fit_shift_, self.fit_scale_ = shift.copy(), global_scale(column_variance)
             dtype = data.X.dtype
             is_x = np.r_[np.ones(d_x), np.zeros(d - d_x)]
             floors = VARIANCE_FLOOR * np.array(
@@ -185,7 +192,7 @@ class SupervisedPCA(
             W = canonical_loadings(to_numpy(params.W)[:, :K])  # padding columns dropped
             mu = to_numpy(params.mu) + shift
         self.target_ndim_ = y.ndim
-        self.params_ = {
+        params = {
             "W_x": W[:d_x].copy(),  # copies: fitted arrays own their data
             "W_y": W[d_x:].copy(),
             "mu_x": mu[:d_x].copy(),
@@ -193,15 +200,8 @@ class SupervisedPCA(
             "sigma2_x": to_numpy(params.sigma2_x),
             "sigma2_y": to_numpy(params.sigma2_y),
         }
-        bad = [name for name, value in self.params_.items() if not np.all(np.isfinite(value))]
-        if bad:
-            raise ValueError(
-                f"SupervisedPCA fit produced non-finite values for {bad}; the data may be "
-                "degenerate for this model (try fewer components or rescale X and y)"
-            )
-        self.log_likelihoods_ = to_numpy(trace)
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
+        advice = DEGENERATE_ADVICE.format(data="X and y")
+        self._end_fit(params, trace, n_iter, converged, advice=advice)
         self._warn_after_fit(hyper)
         return self
 

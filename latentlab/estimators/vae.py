@@ -12,7 +12,8 @@ from numpyro import handlers
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_codes, check_data, check_option, check_positive_int
+from latentlab._settings import Dtype, Integer, LayerSizes, Options, RandomState, Real
+from latentlab._validation import check_codes, check_data, check_n_components, check_positive_int
 from latentlab.estimators._dispatch import map_rows, row_bucket
 from latentlab.estimators.autoencoder import check_layer_sizes
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
@@ -131,6 +132,20 @@ class VariationalAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
     (200, 2)
     """
 
+    _settings = {
+        "n_components": Integer(1, None),
+        "hidden_layer_sizes": LayerSizes(),
+        "decoder": Options(*DECODERS),
+        "activation": Options(*vae.ACTIVATIONS),
+        "svi_steps": Integer(1, None),
+        "learning_rate": Real(0, None, closed="neither"),
+        "batch_size": Integer(1, None) | None,
+        "num_particles": Integer(1, None),
+        "elbo_particles": Integer(1, None),
+        "random_state": RandomState(),
+        "dtype": Dtype(),
+    }
+
     def __init__(
         self,
         n_components=2,
@@ -158,16 +173,10 @@ class VariationalAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         self.random_state = random_state
         self.dtype = dtype
 
-    def _settings(self, n_features):
-        K = check_positive_int("n_components", self.n_components)
-        if K > n_features:
-            raise ValueError(
-                f"n_components={K} is out of range: it must satisfy "
-                f"1 <= n_components <= n_features = {n_features}"
-            )
+    def _network(self, n_features):
+        """The network's static settings, checked against the data."""
+        K = check_n_components(self.n_components, 1, n_features, "n_features")
         hidden = check_layer_sizes("hidden_layer_sizes", self.hidden_layer_sizes)
-        check_option("decoder", self.decoder, DECODERS)
-        check_option("activation", self.activation, tuple(vae.ACTIVATIONS))
         decoder = hidden[::-1] if self.decoder == "mlp" else ()
         if self.decoder == "mlp" and not hidden:
             raise ValueError("decoder='mlp' needs hidden layers: set hidden_layer_sizes")
@@ -177,16 +186,11 @@ class VariationalAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, 
         """Fit decoder and encoder to X (n_samples, n_features) by SVI; returns self."""
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n, d = X.shape
-        settings = self._settings(d)
-        for name in ("svi_steps", "num_particles", "elbo_particles"):
-            check_positive_int(name, getattr(self, name))
+        settings = self._network(d)
         lr = self.learning_rate
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-            raise ValueError(f"learning_rate must be a positive number, got {lr!r}")
         batch = None
         if self.batch_size is not None:
-            batch = check_positive_int("batch_size", self.batch_size)
-            batch = None if batch >= n else batch
+            batch = None if self.batch_size >= n else int(self.batch_size)
         # Adam's step size suits unit scale: fit on (X - mean) / scale, report in data
         # units (every site and layer below is mapped back exactly)
         mean = X.mean(axis=0)

@@ -37,6 +37,7 @@ __all__ = [
     "merge_moments",
     "block_moments",
     "row_source",
+    "check_chunk_size",
     "is_dask",
     "register",
     "host_sum",
@@ -192,20 +193,36 @@ def _flat_block(block, block_fn):
     return np.concatenate([np.ravel(np.asarray(leaf, np.float64)) for leaf in leaves])[None, :]
 
 
-def row_source(X, min_bytes: int = CHUNKED_MIN_BYTES) -> RowChunks | None:
+def check_chunk_size(chunk_size) -> None:
+    """Refuse a ``chunk_size`` that is neither None nor a positive integer."""
+    if chunk_size is None:
+        return
+    if isinstance(chunk_size, (bool, np.bool_)) or not isinstance(chunk_size, (int, np.integer)):
+        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+
+
+def row_source(
+    X, min_bytes: int = CHUNKED_MIN_BYTES, chunk_size: int | None = None
+) -> RowChunks | None:
     """``X`` as a :class:`RowChunks` if it takes the chunked route, else None.
 
     The chunked route: a :class:`RowChunks`; a ``dask.array.Array``; an h5py or zarr
     array; a ``np.memmap`` of at least ``min_bytes`` (the memmap type says the data
     live on disk; the size threshold keeps small ones, such as joblib's copies for
     parallel workers, on the in-memory route with every method).
+
+    ``chunk_size`` (an estimator's setting; None: automatic) sets the rows per chunk,
+    overriding a :class:`RowChunks` wrapper's.  It is checked whatever the route.
     """
+    check_chunk_size(chunk_size)
     if isinstance(X, RowChunks):
-        return X
+        return X if chunk_size is None else RowChunks(X.source, chunk_size=chunk_size)
     if is_dask(X) or _is_store(X):
-        return RowChunks(X)
+        return RowChunks(X, chunk_size=chunk_size)
     if isinstance(X, np.memmap) and X.nbytes >= min_bytes:
-        return RowChunks(X)
+        return RowChunks(X, chunk_size=chunk_size)
     return None
 
 

@@ -35,6 +35,8 @@ class EMResult(NamedTuple):
     # True where an iterate's objective was not finite: the run stopped and ``params``
     # is the last iterate with a finite objective (the start if none after it)
     breakdown: Any = None
+    # blockwise: which blocks met the stopping rule at the last cycle (B,) bool
+    block_converged: Any = None
 
 
 def _report(show, start, i, objective):
@@ -213,21 +215,24 @@ def run_em(
         stats = zeros_like_stats()
         trace = jnp.full((max_iter,), jnp.nan, dtype)
         false = jnp.asarray(False)
-        state = (start, stats, nans(), false, false, 0, trace, start, false)
+        no_block = jnp.zeros(objective_shape.shape, bool)
+        state = (start, stats, nans(), false, false, 0, trace, start, false, no_block)
 
         def cond(state):
             return ~state[4]
 
         def body(state):
-            params, stats_before, previous, _, was_done, j, trace, params_before, _ = state
+            params, stats_before, previous, _, was_done, j, trace, params_before, _, _ = state
             objective, stats, params_next = cycle(params)
             # a breakdown keeps the iterate before (state: its stats and objective)
             change_ok = jnp.abs(objective - previous) <= tol * n_samples
             if blockwise:
                 breakdown = jnp.any(jnp.isnan(objective))
-                change_ok = jnp.all(change_ok | (objective == previous))
+                block_ok = (j > 0) & (change_ok | (objective == previous))
+                change_ok = jnp.all(block_ok)
             else:
                 breakdown = ~jnp.isfinite(objective)
+                block_ok = (j > 0) & change_ok
             converged = (j > 0) & ~breakdown & change_ok
             done = breakdown | converged | (j == max_iter)
             trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
@@ -250,12 +255,14 @@ def run_em(
                 trace,
                 params,
                 breakdown,
+                block_ok,
             )
 
-        params, stats, objective, converged, _, n_iter, trace, _, breakdown = jax.lax.while_loop(
-            cond, body, state
+        final = jax.lax.while_loop(cond, body, state)
+        params, stats, objective, converged, _, n_iter, trace, _, breakdown, block_ok = final
+        return EMResult(
+            params, trace, n_iter, converged, objective, stats, objective, breakdown, block_ok
         )
-        return EMResult(params, trace, n_iter, converged, objective, stats, objective, breakdown)
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]
     if n_starts == 1:  # the common case: no vmap to trace

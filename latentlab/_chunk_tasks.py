@@ -1,0 +1,123 @@
+"""What Dask workers run for the chunked EM route (issue 20), in a module of its own.
+
+A worker imports the module of every function it is sent.  These functions live
+apart from :mod:`latentlab.estimators._chunked` because importing anything under
+``latentlab.estimators`` first imports every estimator (scikit-learn, SciPy, pandas:
+seconds per worker process, and a slower shutdown); here a worker needs only NumPy,
+JAX and the model modules.  The client calls the same functions for memmap, h5py and
+zarr sources, so every route shares one implementation.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import numpy as np
+
+from latentlab.inference.chunked import Moments, block_moments
+from latentlab.inference.sharding import shard_rows
+from latentlab.models.gaussian_latent import _chunk_stats
+
+__all__ = ["gaussian_rows", "mixture_rows", "pilot_mean", "summarise_block", "summarise_chunk"]
+
+_chunk_stats_jit = jax.jit(_chunk_stats)
+
+
+def summarise_chunk(X, pilot, offset):
+    """The summary of one chunk of raw rows (float64), rows numbered from ``offset``."""
+    if np.isinf(X).any():
+        raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
+    mask = ~np.isnan(X)
+    observed_rows = mask.any(axis=1)
+    if not observed_rows.all():
+        empty = offset + np.flatnonzero(~observed_rows)
+        raise ValueError(
+            f"X has row(s) with every entry missing (NaN): rows "
+            f"{', '.join(map(str, empty[:10]))}. Drop them; they carry no information."
+        )
+    Xp = np.where(mask, X - pilot, 0.0)
+    count = mask.sum(axis=0).astype(np.float64)
+    mean = Xp.sum(axis=0) / np.where(count > 0, count, 1.0)
+    second = np.where(mask, Xp - mean, 0.0)
+    columns = Moments(count, mean, np.einsum("ij,ij->j", second, second))
+    complete = mask.all(axis=1)
+    Xz, m = Xp[~complete], mask[~complete].astype(np.float64)
+    sums = [Xz.sum(axis=0), Xz.T @ Xz, Xz.T @ m, m.T @ m, m.sum(axis=0)]
+    rows = offset + np.flatnonzero(~complete)
+    return columns, block_moments(Xp[complete]), int(Xz.shape[0]), sums, rows
+
+
+def pilot_mean(first):
+    mask = ~np.isnan(first)
+    count = mask.sum(axis=0)
+    total = np.where(mask, first, 0.0).sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), 0.0)
+
+
+def summarise_block(block, pilot, offset):
+    return summarise_chunk(np.asarray(block, np.float64), pilot, offset)
+
+
+def gaussian_rows(X, *, W, mu, precision, scale, shift, dtype, rows_per_call, mesh=None):
+    """Regression statistics and log-likelihood of the rows of X (raw, float64) that
+    have missing entries, by the jitted chunk function at ``rows_per_call`` rows
+    (split over ``mesh``'s devices when given)."""
+    mask = ~np.isnan(X)
+    keep = ~mask.all(axis=1)
+    mask = mask[keep].astype(np.float64)
+    Xz = np.where(mask > 0, (X[keep] - shift) / scale, 0.0)
+    K1 = W.shape[1] + 1
+    d = X.shape[1]
+    total = [np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1)), np.zeros(())]
+    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
+        for start in range(0, Xz.shape[0], rows_per_call):
+            rows = np.zeros((rows_per_call, d), dtype)
+            part = np.zeros((rows_per_call, d), dtype)
+            piece = Xz[start : start + rows_per_call]
+            rows[: len(piece)] = piece
+            part[: len(piece)] = mask[start : start + rows_per_call]
+            if mesh is not None:
+                rows, part = shard_rows(rows, mesh), shard_rows(part, mesh)
+            stats, loglik = _chunk_stats_jit(W, mu, precision, rows, part)
+            for i, leaf in enumerate((*stats, loglik)):
+                total[i] = total[i] + np.asarray(leaf, np.float64)
+    return tuple(total[:4]), total[4]
+
+
+def mixture_rows(X, *, params, shift, unit, covariance_type, dtype, rows_per_call, mesh=None):
+    """Mixture statistics (count, sum_dx, sum_dxx) and log-likelihood of the rows of X
+    (raw, float64), standardised as the in-memory fit does; complete rows and rows
+    with missing entries by their jitted chunk functions at fixed row counts (split
+    over ``mesh``'s devices when given)."""
+    from latentlab.models import gmm
+
+    observed = ~np.isnan(X)
+    Z = np.where(observed, (X - shift) / unit, 0.0)
+    complete = observed.all(axis=1)
+    d = X.shape[1]
+    complete_rows, missing_rows = rows_per_call
+    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
+        shapes = jax.eval_shape(
+            partial(gmm._complete_chunk, covariance_type=covariance_type),
+            params,
+            np.zeros((complete_rows, d), dtype),
+            np.zeros(complete_rows, dtype),
+        )
+        total = [np.zeros(leaf.shape) for leaf in jax.tree.leaves(shapes)]
+
+        def add(fn, rows, *arrays):
+            for start in range(0, arrays[0].shape[0], rows):
+                padded = []
+                for a in arrays:
+                    part = np.zeros((rows, *a.shape[1:]), dtype)
+                    piece = a[start : start + rows]
+                    part[: len(piece)] = piece
+                    padded.append(part if mesh is None else shard_rows(part, mesh))
+                out = fn(params, *padded, covariance_type=covariance_type)
+                for i, leaf in enumerate(jax.tree.leaves(out)):
+                    total[i] = total[i] + np.asarray(leaf, np.float64)
+
+        add(gmm._complete_chunk, complete_rows, Z[complete], np.ones(int(complete.sum())))
+        add(gmm._missing_chunk, missing_rows, Z[~complete], observed[~complete])
+    return total

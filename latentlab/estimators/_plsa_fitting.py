@@ -1,0 +1,93 @@
+"""pLSA's fitting routes: the starts, EM with the last fold-in as one compiled program
+(topics padded to a bucket), and MAP/SVI through the shared multi-start driver."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax.numpy as jnp
+import numpy as np
+from sklearn.utils.validation import check_random_state
+
+from latentlab.estimators._plsa_programs import _driver, _pad_topics, _padded_topics
+from latentlab.estimators.base import to_numpy
+from latentlab.models import plsa
+
+__all__ = ["PLSAFittingMixin"]
+
+
+class PLSAFittingMixin:
+    """How :class:`latentlab.PLSA` fits; its ``fit`` chooses the route."""
+
+    def _starts(self, n_docs_padded, D, W, K, theta0, phi0, dtype) -> plsa.Params:
+        """``n_init`` starts stacked on a leading axis; user values replace random ones."""
+        rng = check_random_state(self.random_state)
+        draws = [plsa.init_params(rng, n_docs_padded, W, K) for _ in range(self.n_init)]
+        theta = np.stack([d.theta for d in draws])
+        phi = np.stack([d.phi for d in draws])
+        # Padding rows (no tokens) start at their fixed point, uniform: a random start
+        # there would move in the first M-step and so enter SQUAREM's step length,
+        # making the fit depend on draws that no document sees.
+        theta[:, D:] = 1.0 / K
+        if theta0 is not None:
+            theta[:, :D] = theta0
+        if phi0 is not None:
+            phi[:] = phi0
+        return plsa.Params(theta.astype(dtype), phi.astype(dtype))
+
+    def _fit_em(self, corpus, starts, scale, K, dtype):
+        """EM and the last fold-in as one compiled program, with the topics padded to
+        :func:`topic_bucket`; NumPy outputs (padding included)."""
+        tempered = self.tempering != 1
+        e_step, m_step, _, _ = plsa.step_functions(tempered)
+        n_topics = _padded_topics(corpus, K)
+        starts = plsa.Params(*_pad_topics(starts.theta, starts.phi, n_topics))
+        dtype = np.dtype(dtype)
+        # run_em stops when |change| <= tol * n_samples: pass the relative rule's scale
+        theta, phi, trace, n_iter, converged, objective = _driver("fit", corpus, n_topics)(
+            e_step,
+            m_step,
+            plsa.Params(starts.theta.astype(dtype), starts.phi.astype(dtype)),
+            corpus,
+            self._hyper(dtype, K, n_topics),
+            np.asarray(scale, dtype),
+            np.asarray(self.tol, dtype),
+            np.asarray(self._fold_in_tol(dtype), dtype),
+            max_iter=int(self.max_iter),
+            accelerate=bool(self.accelerate),
+            verbose=int(self.verbose),
+            tempered=tempered,
+        )
+        n_iter = int(n_iter)
+        trace = to_numpy(trace)[:n_iter]  # a NumPy slice: no compile per length
+        return theta, phi, trace, n_iter, bool(converged), float(objective)
+
+    def _fit_svi(self, csr, K, starts, D):
+        """``"map"``/``"svi"`` from each of the ``n_init`` starts by the shared multi-start
+        driver (counts need no rescaling: no log-Jacobian); keeps the best."""
+        from latentlab.inference.svi import fit_best_of
+
+        alpha, beta = (
+            1.0 if v is None else float(v) for v in (self.doc_topic_prior, self.topic_word_prior)
+        )
+        model = partial(
+            plsa.plsa_model,
+            n_components=K,
+            doc_topic_prior=alpha,
+            topic_word_prior=beta,
+            use_prior=True,
+        )
+        X = jnp.asarray(csr.toarray())
+        best = fit_best_of(
+            model,
+            (X,),
+            [{"theta": starts.theta[i, :D], "phi": starts.phi[i]} for i in range(self.n_init)],
+            method=self.method,
+            num_steps=self.svi_steps,
+            learning_rate=self.learning_rate,
+            random_state=self.random_state,
+        )
+        # for "map" the trace ends with the log joint at the returned parameters, which
+        # fit() replaces by the objective after the last fold-in
+        theta = np.concatenate([np.asarray(best.params["theta"]), starts.theta[0, D:]])
+        return theta, best.params["phi"], best.trace, len(best.trace), True
