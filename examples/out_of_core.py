@@ -8,7 +8,7 @@ store by exact EM: PPCA summarises the rows in one pass; the mixture's E-step re
 every block each iteration.  Dask's progress bar shows each pass that takes more
 than a second.  The parameters are the ones an in-memory fit of the same rows gives.
 
-Run:  python examples/out_of_core.py [--rows 10000]
+Run:  python examples/out_of_core.py [--rows 10000 | --small]
       (or LATENTLAB_EXAMPLE_ROWS=10000 python examples/out_of_core.py)
 """
 
@@ -104,4 +104,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     default = int(float(os.environ.get("LATENTLAB_EXAMPLE_ROWS", 1_000_000)))
     parser.add_argument("--rows", type=lambda s: int(float(s)), default=default)
-    main(parser.parse_args().rows)
+    parser.add_argument("--small", action="store_true", help="10^4 rows (a quick check)")
+    args = parser.parse_args()
+    main(10_000 if args.small else args.rows)
