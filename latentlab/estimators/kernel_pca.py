@@ -27,7 +27,7 @@ from latentlab._settings import (
 )
 from latentlab._validation import check_codes, check_data, check_n_components
 from latentlab.closed_form import kernel_pca as cf
-from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES
+from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES, solver_threads
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._kernels import (
     check_gram,
@@ -324,14 +324,17 @@ default="linear"
             )
             if solver == "lanczos":
                 block, blocks, products, tol = lanczos
-                result = fit(
-                    n_components=K,
-                    solver=solver,
-                    block_size=block,
-                    max_blocks=blocks,
-                    max_products=products,
-                    tol=tol,
-                )
+                with solver_threads(solver):  # its small host LAPACK calls on one thread
+                    result = jax.block_until_ready(
+                        fit(
+                            n_components=K,
+                            solver=solver,
+                            block_size=block,
+                            max_blocks=blocks,
+                            max_products=products,
+                            tol=tol,
+                        )
+                    )
                 if not bool(result.converged):  # rare: an exact answer the slow way
                     solver = "dense"
             if solver != "lanczos":

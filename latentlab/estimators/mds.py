@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -13,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import mds as cf
+from latentlab.closed_form.eigensolvers import solver_threads
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._embedding import FitsEmbedding, PairwiseWhenPrecomputed
 from latentlab.estimators.base import (
@@ -246,18 +248,21 @@ class MDS(
             fit = None
             if solver == "lanczos":
                 block, blocks, products, tol = lanczos
-                fit = call(
-                    cf.classical_mds,
-                    m * m,
-                    D2,
-                    key,
-                    n_components=K,
-                    solver="lanczos",
-                    block_size=block,
-                    max_blocks=blocks,
-                    max_products=products,
-                    tol=tol,
-                )
+                with solver_threads("lanczos"):  # its small host LAPACK calls on one thread
+                    fit = jax.block_until_ready(
+                        call(
+                            cf.classical_mds,
+                            m * m,
+                            D2,
+                            key,
+                            n_components=K,
+                            solver="lanczos",
+                            block_size=block,
+                            max_blocks=blocks,
+                            max_products=products,
+                            tol=tol,
+                        )
+                    )
                 if not bool(fit.converged):
                     fit, solver = None, "dense"
             if fit is None:
