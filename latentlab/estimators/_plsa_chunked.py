@@ -40,6 +40,7 @@ from latentlab.estimators._plsa_programs import (
     FOLD_IN_MAX_ITER,
     PAD_TOPICS_MAX_WORK,
     _pad_topics,
+    em_then_last_fold_in,
     topic_bucket,
 )
 from latentlab.estimators.base import warn_not_converged
@@ -348,7 +349,25 @@ def _fit_program(
 ):
     """EM from ``starts``, then the last fold-in at the fitted topics (as
     :func:`latentlab.estimators._plsa_programs._fit_program`, the counts on the host)."""
-    result = run_em(
+
+    def last_fold_in(theta, phi):
+        folded = run_em(
+            _chunked_fold_in_e_step,
+            _fold_in_m_step,
+            DocTopics(theta[None]),
+            data,
+            ChunkedFoldIn(phi, hyper),
+            data.tokens,
+            fold_in_tol,
+            max_iter=FOLD_IN_MAX_ITER,
+            blockwise=True,
+        )
+        topics = topic_mask(hyper, theta.shape[-1], theta.dtype)
+        objective = data.log_coefficient + jnp.sum(folded.stats.doc_objective)
+        phi_prior = log_dirichlet(phi, hyper.topic_word_prior, topics)
+        return folded.params.theta, objective + jnp.where(hyper.prior_weight > 0, phi_prior, 0.0)
+
+    return em_then_last_fold_in(
         _E_STEPS[tempered],
         plsa.m_step,
         starts,
@@ -359,28 +378,8 @@ def _fit_program(
         max_iter=max_iter,
         accelerate=accelerate,
         verbose=verbose,
-        lazy_objective=True,
+        fold_in=last_fold_in,
     )
-    theta, phi = result.params
-    topics = topic_mask(hyper, theta.shape[-1], theta.dtype)
-    # the last fold-in starts at the uniform, as in memory (see _plsa_programs)
-    theta = jnp.broadcast_to(topics / jnp.sum(topics), theta.shape)
-    fixed = ChunkedFoldIn(phi, hyper)
-    folded = run_em(
-        _chunked_fold_in_e_step,
-        _fold_in_m_step,
-        DocTopics(theta[None]),
-        data,
-        fixed,
-        data.tokens,
-        fold_in_tol,
-        max_iter=FOLD_IN_MAX_ITER,
-        blockwise=True,
-    )
-    objective = data.log_coefficient + jnp.sum(folded.stats.doc_objective)
-    phi_prior = log_dirichlet(phi, hyper.topic_word_prior, topics)
-    objective += jnp.where(hyper.prior_weight > 0, phi_prior, 0.0)
-    return folded.params.theta, phi, result.trace, result.n_iter, result.converged, objective
 
 
 _FIT = Program(_fit_program, static_argnames=("max_iter", "accelerate", "verbose", "tempered"))

@@ -27,6 +27,38 @@ FOLD_IN_TOL = 1e-10
 FOLD_IN_MAX_ITER = 1000
 
 
+def em_then_last_fold_in(
+    e_step, m_step, starts, data, hyper, scale, tol, *, max_iter, accelerate, verbose, fold_in
+):
+    """EM from ``starts``, then ``fold_in(theta0, phi) -> (theta, objective)`` at the
+    fitted topics from the uniform: the body of every pLSA fit program (in memory and
+    on the chunked route).  Returns ``(theta, phi, trace, n_iter, converged,
+    objective)``, the objective at (theta, phi)."""
+    result = run_em(
+        e_step,
+        m_step,
+        starts,
+        data,
+        hyper,
+        scale,
+        tol,
+        max_iter=max_iter,
+        accelerate=accelerate,
+        verbose=verbose,
+        lazy_objective=True,
+    )
+    theta, phi = result.params
+    # A last fold-in makes each theta_d the exact maximiser for the final topics.  It
+    # starts where transform starts, at the uniform over the real topics (the two agree
+    # to the fold-in tolerance).  That is also the quicker start (digits, K = 10 and
+    # 20: 95-110 SQUAREM cycles against 180-230 from EM's theta mixed with 1e-3 of the
+    # uniform): EM leaves proportions near 0 that multiplicative updates regrow or
+    # shrink only slowly, and from EM's theta alone fold-in stalls on them.
+    theta = jnp.broadcast_to(_uniform_topics(hyper, theta.shape[-1], theta.dtype), theta.shape)
+    theta, objective = fold_in(theta, phi)
+    return theta, phi, result.trace, result.n_iter, result.converged, objective
+
+
 def _fit_program(
     e_step,
     m_step,
@@ -45,10 +77,17 @@ def _fit_program(
     """EM from ``starts``, then the last fold-in at the fitted topics: one program.
 
     ``run_em`` is traced into this program, so a fit is one compilation (two programs
-    cost a second compilation and its overhead on every new shape).  Returns ``(theta,
-    phi, trace, n_iter, converged, objective)``, the objective at (theta, phi).
+    cost a second compilation and its overhead on every new shape).
     """
-    result = run_em(
+
+    def last_fold_in(theta, phi):
+        fixed = plsa.fold_in_hyper(phi, corpus, hyper)
+        theta, _, objective, _, _ = plsa.fold_in(
+            theta, corpus, fixed, fold_in_tol, max_iter=FOLD_IN_MAX_ITER, tempered=tempered
+        )
+        return theta, objective
+
+    return em_then_last_fold_in(
         e_step,
         m_step,
         starts,
@@ -59,25 +98,8 @@ def _fit_program(
         max_iter=max_iter,
         accelerate=accelerate,
         verbose=verbose,
-        lazy_objective=True,
+        fold_in=last_fold_in,
     )
-    theta, phi = result.params
-    # A last fold-in makes each theta_d the exact maximiser for the final topics.  It
-    # starts where transform starts, at the uniform over the real topics (the two agree
-    # to the fold-in tolerance).  That is also the quicker start (digits, K = 10 and
-    # 20: 95-110 SQUAREM cycles against 180-230 from EM's theta mixed with 1e-3 of the
-    # uniform): EM leaves proportions near 0 that multiplicative updates regrow or
-    # shrink only slowly, and from EM's theta alone fold-in stalls on them.
-    theta = jnp.broadcast_to(_uniform_topics(hyper, theta.shape[-1], theta.dtype), theta.shape)
-    theta, _, objective, _, _ = plsa.fold_in(
-        theta,
-        corpus,
-        plsa.fold_in_hyper(phi, corpus, hyper),
-        fold_in_tol,
-        max_iter=FOLD_IN_MAX_ITER,
-        tempered=tempered,
-    )
-    return theta, phi, result.trace, result.n_iter, result.converged, objective
 
 
 def _uniform_topics(hyper: plsa.Hyper, n_topics: int, dtype):
