@@ -26,6 +26,14 @@ _chunk_stats_jit = jax.jit(_chunk_stats)
 
 def summarise_chunk(X, pilot, offset):
     """The summary of one chunk of raw rows (float64), rows numbered from ``offset``."""
+    n, d = X.shape
+    if np.isfinite(X).all():
+        # complete chunk (the common case): one product; the columns' moments are
+        # the scatter's diagonal
+        complete = block_moments(X - pilot)
+        columns = Moments(np.full(d, float(n)), complete.mean, np.diag(complete.second).copy())
+        zeros = [np.zeros(d), np.zeros((d, d)), np.zeros((d, d)), np.zeros((d, d)), np.zeros(d)]
+        return columns, complete, 0, zeros, np.zeros(0, np.int64)
     if np.isinf(X).any():
         raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
     mask = ~np.isnan(X)
@@ -71,6 +79,7 @@ def gaussian_rows(X, *, W, mu, precision, scale, shift, dtype, rows_per_call, me
     d = X.shape[1]
     total = [np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1)), np.zeros(())]
     with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
+        outputs = []  # dispatched asynchronously, read back (and added in float64) at the end
         for start in range(0, Xz.shape[0], rows_per_call):
             rows = np.zeros((rows_per_call, d), dtype)
             part = np.zeros((rows_per_call, d), dtype)
@@ -80,16 +89,36 @@ def gaussian_rows(X, *, W, mu, precision, scale, shift, dtype, rows_per_call, me
             if mesh is not None:
                 rows, part = shard_rows(rows, mesh), shard_rows(part, mesh)
             stats, loglik = _chunk_stats_jit(W, mu, precision, rows, part)
-            for i, leaf in enumerate((*stats, loglik)):
+            outputs.append((*stats, loglik))
+        for out in outputs:
+            for i, leaf in enumerate(out):
                 total[i] = total[i] + np.asarray(leaf, np.float64)
     return tuple(total[:4]), total[4]
 
 
-def mixture_rows(X, *, params, shift, unit, covariance_type, dtype, rows_per_call, mesh=None):
+@partial(jax.jit, static_argnames="covariance_type")
+def _complete_sums(params, X, row_mask, covariance_type):
+    """The mixture's complete-row statistics summed over the leading axis of X
+    (calls, rows, d) inside one program, as the in-memory E-step's scan does."""
+    from latentlab.models import gmm
+
+    chunk = partial(gmm._complete_chunk, covariance_type=covariance_type)
+    return gmm._sum_over_chunks(chunk, params, (X, row_mask))
+
+
+def mixture_rows(
+    X, *, params, shift, unit, covariance_type, dtype, rows_per_call, mesh=None, calls=None
+):
     """Mixture statistics (count, sum_dx, sum_dxx) and log-likelihood of the rows of X
     (raw, float64), standardised as the in-memory fit does; complete rows and rows
     with missing entries by their jitted chunk functions at fixed row counts (split
-    over ``mesh``'s devices when given)."""
+    over ``mesh``'s devices when given).
+
+    ``calls``: the complete rows go through one compiled scan per ``calls`` x
+    ``rows_per_call[0]`` rows (zero-weight padding) instead of one call per
+    ``rows_per_call[0]`` rows; float64 on one device only, where the scan adds in
+    float64 in the same order as the host would.
+    """
     from latentlab.models import gmm
 
     observed = ~np.isnan(X)
@@ -98,13 +127,7 @@ def mixture_rows(X, *, params, shift, unit, covariance_type, dtype, rows_per_cal
     d = X.shape[1]
     complete_rows, missing_rows = rows_per_call
     with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
-        shapes = jax.eval_shape(
-            partial(gmm._complete_chunk, covariance_type=covariance_type),
-            params,
-            np.zeros((complete_rows, d), dtype),
-            np.zeros(complete_rows, dtype),
-        )
-        total = [np.zeros(leaf.shape) for leaf in jax.tree.leaves(shapes)]
+        outputs = []  # dispatched asynchronously, read back (and added in float64) at the end
 
         def add(fn, rows, *arrays):
             for start in range(0, arrays[0].shape[0], rows):
@@ -114,10 +137,38 @@ def mixture_rows(X, *, params, shift, unit, covariance_type, dtype, rows_per_cal
                     piece = a[start : start + rows]
                     part[: len(piece)] = piece
                     padded.append(part if mesh is None else shard_rows(part, mesh))
-                out = fn(params, *padded, covariance_type=covariance_type)
-                for i, leaf in enumerate(jax.tree.leaves(out)):
-                    total[i] = total[i] + np.asarray(leaf, np.float64)
+                outputs.append(
+                    jax.tree.leaves(fn(params, *padded, covariance_type=covariance_type))
+                )
 
-        add(gmm._complete_chunk, complete_rows, Z[complete], np.ones(int(complete.sum())))
+        if calls is not None and mesh is None and np.dtype(dtype) == np.float64:
+            # one program call per block of rows: per-call dispatch and read-back cost
+            # as much as the arithmetic at 2048 rows a call
+            Zc, size = Z[complete], calls * complete_rows
+            for start in range(0, Zc.shape[0], size):
+                piece = Zc[start : start + size]
+                block, weight = np.zeros((size, d), dtype), np.zeros(size, dtype)
+                block[: len(piece)], weight[: len(piece)] = piece, 1.0
+                out = _complete_sums(
+                    params,
+                    block.reshape(calls, complete_rows, d),
+                    weight.reshape(calls, complete_rows),
+                    covariance_type=covariance_type,
+                )
+                outputs.append(jax.tree.leaves(out))
+        else:
+            add(gmm._complete_chunk, complete_rows, Z[complete], np.ones(int(complete.sum())))
         add(gmm._missing_chunk, missing_rows, Z[~complete], observed[~complete])
+        if not outputs:  # no rows: zeros of the statistics' shapes
+            shapes = jax.eval_shape(
+                partial(gmm._complete_chunk, covariance_type=covariance_type),
+                params,
+                np.zeros((complete_rows, d), dtype),
+                np.zeros(complete_rows, dtype),
+            )
+            return [np.zeros(leaf.shape) for leaf in jax.tree.leaves(shapes)]
+        total = [np.zeros(np.shape(leaf)) for leaf in outputs[0]]
+        for out in outputs:
+            for i, leaf in enumerate(out):
+                total[i] = total[i] + np.asarray(leaf, np.float64)
     return total

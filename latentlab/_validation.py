@@ -18,6 +18,7 @@ __all__ = [
     "check_no_empty_columns",
     "check_level",
     "check_positive_int",
+    "check_start_array",
 ]
 
 
@@ -168,6 +169,17 @@ def check_codes(Z, n_components: int, name: str = "X") -> np.ndarray:
     if not np.isfinite(Z).all():  # latent coordinates are never missing
         raise ValueError(f"{name} contains NaN or infinity")
     return Z
+
+
+def check_start_array(name: str, value, shape: tuple, dims: str) -> np.ndarray:
+    """A user-given starting array (``init``, ``w_init``) as float64, or a ValueError:
+    its shape must be ``shape``, whose dimensions ``dims`` names, and it must be finite."""
+    value = np.asarray(value, dtype=np.float64)
+    if value.shape != shape:
+        raise ValueError(f"{name} has shape {value.shape}; expected {dims} = {shape}")
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"{name} has NaN or infinite values")
+    return value
 
 
 def check_positive_int(name: str, value) -> int:

@@ -65,12 +65,6 @@ _DTYPES = {np.dtype(t) for t in ("<f8", "<f4", "<i8", "<i4", "|b1", "|u1")}
 _MAX_MEMBERS = 4096
 # private attributes scikit-learn itself may set on an estimator (not fitted state)
 _SKLEARN_PRIVATE = {"_sklearn_output_config", "_sklearn_auto_wrap_output_keys", "_metadata_request"}
-# Private attributes that are scratch space of a fit, not needed once it has finished.
-# Listing one here is a claim checked by tests/test_save_load.py (every method of the
-# loaded model must agree with the fitted one); anything else private is refused.
-_FIT_SCRATCH = {
-    "FactorAnalysis": {"_feature_scale"},  # per-feature units used while fitting
-}
 
 
 def _registry():
@@ -151,9 +145,8 @@ def save(estimator, path) -> None:
         if not saved:
             unsaved.append(k)
     scalars, arrays, lists, unicode, sparse_shapes = {}, {}, {}, [], {}
-    skipped = _SKLEARN_PRIVATE | _FIT_SCRATCH.get(name, set())
     for key, value in vars(estimator).items():
-        if key in params or key in skipped:
+        if key in params or key in _SKLEARN_PRIVATE:
             continue
         if not _is_fitted_name(key):
             raise ValueError(

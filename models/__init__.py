@@ -46,7 +46,9 @@ regression M-step in ``_gaussian_latent_moments.py`` and the PCA start, the padd
 the latent dimension and the data preparation in ``_gaussian_latent_start.py``.  A
 model file stays under ~300 lines; where its algebra would take it past that, the
 algebra moves to a private module named after the model and what it holds
-(``_gmm_covariances.py``: every switch on the covariance type; ``_plsa_algebra.py``:
+(``_gmm_covariances.py``: every switch on the covariance type; ``_gmm_observe.py`` and
+``_gmm_statistics.py``: how the mixture's declaration observes a row, and its
+E-step's data layout and row sums; ``_plsa_algebra.py``:
 the simplex and per-entry algebra pLSA's fit and fold-in share; ``_plsa_fold_in.py``:
 pLSA's fold-in of new documents).  A private module never imports its model module
 (only its types, for annotations); the model module imports it and re-exports its

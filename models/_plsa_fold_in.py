@@ -39,6 +39,7 @@ __all__ = [
     "fold_in_m_step",
     "fold_in",
     "fold_in_batch_sizes",
+    "in_shrinking_batches",
 ]
 
 
@@ -192,13 +193,11 @@ def fold_in(
             result.converged,
         )
 
-    def stage(state, size):
-        theta, converged, n_iter = state
-        rows = jnp.argsort(converged, stable=True)[:size]  # the unconverged come first
+    def run_batch(rows, theta_rows):
         batch = corpus._replace(dense=corpus.dense[rows], doc_mask=corpus.doc_mask[rows])
-        result = run_em(
+        return run_em(
             *steps,
-            DocTopics(theta[rows][None]),
+            DocTopics(theta_rows[None]),
             batch,
             fixed,
             scale[rows],
@@ -206,11 +205,35 @@ def fold_in(
             max_iter=STAGE_CYCLES,
             blockwise=True,
         )
+
+    theta, converged, n_iter = in_shrinking_batches(
+        run_batch, theta, corpus.doc_mask, max_iter=max_iter
+    )
+    stats, _ = fold_in_e_step(DocTopics(theta), corpus, fixed, tempered=tempered)
+    return theta, stats, _fit_objective(stats, corpus, fixed), n_iter, converged
+
+
+def in_shrinking_batches(run_batch, theta, doc_mask, *, max_iter: int):
+    """Fold-in's batch schedule (see ``STAGE_CYCLES``), whatever holds the counts.
+
+    ``run_batch(rows, theta[rows])`` runs at most STAGE_CYCLES blockwise SQUAREM cycles
+    on the documents ``rows`` and returns the driver's result.  Every stage gathers the
+    documents not yet converged first (in row order, then the converged ones) into a
+    batch of the stage's size.  The in-memory fold-in and the chunked one (counts on
+    the host) share this schedule, so they fold in the same documents together and
+    agree to round-off.  Returns ``(theta, all converged, cycles)``.
+    """
+    sizes = fold_in_batch_sizes(theta.shape[0])
+
+    def stage(state, size):
+        theta, converged, n_iter = state
+        rows = jnp.argsort(converged, stable=True)[:size]  # the unconverged come first
+        result = run_batch(rows, theta[rows])
         theta = theta.at[rows].set(result.params.theta)
-        converged = converged.at[rows].set(result.block_converged | (batch.doc_mask == 0))
+        converged = converged.at[rows].set(result.block_converged | (doc_mask[rows] == 0))
         return theta, converged, n_iter + result.n_iter
 
-    state = (theta, corpus.doc_mask == 0, jnp.asarray(0))
+    state = (theta, doc_mask == 0, jnp.asarray(0))
     for level, size in enumerate(sizes):
         # stay at this batch size while more documents move than the next one holds
         following = sizes[level + 1] if level + 1 < len(sizes) else 0
@@ -221,5 +244,4 @@ def fold_in(
 
         state = jax.lax.while_loop(moving, partial(stage, size=size), state)
     theta, converged, n_iter = state
-    stats, _ = fold_in_e_step(DocTopics(theta), corpus, fixed, tempered=tempered)
-    return theta, stats, _fit_objective(stats, corpus, fixed), n_iter, jnp.all(converged)
+    return theta, jnp.all(converged), n_iter

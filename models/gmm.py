@@ -23,13 +23,14 @@ EM (PRML 9.23-9.27) is written with statistics taken about the *current* means, 
 the M-step never forms a raw second moment minus mu mu^T (which cancels catastrophically
 when the means are large against the spreads).
 
-The covariance-type algebra -- component densities and conditionals, the floored
-covariance of the M-step, and the host-side quantities estimators report
-(covariances, precisions, rescaling, conditional draws) -- is in
-:mod:`latentlab.models._gmm_covariances` and re-exported here.  This file is the
-story, parameters, declaration (with its posterior metadata), starts, E-step and
-M-step; it is ~450 lines because the exact missing-data E-step and the floored M-step
-carry their derivations, and the declaration its exact masked marginal.
+This file is the story, parameters, declaration (with its posterior metadata),
+starts, E-step and M-step.  The pieces are in private modules it re-exports:
+:mod:`latentlab.models._gmm_covariances` (every switch on the covariance type, and the
+host-side quantities estimators report), ``_gmm_observe`` (how the declaration
+observes a row: exact masked marginal, enumerable assignment) and ``_gmm_statistics``
+(the E-step's data layout and per-chunk row sums).  At ~330 lines it is over the
+convention's ~300 by its re-export list, which keeps ``latentlab.models.gmm`` the one
+import estimators need.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.special import logsumexp
 from latentlab.models._gmm_covariances import (
     COVARIANCE_TYPES,
     component_log_density,
@@ -63,9 +63,17 @@ from latentlab.models._gmm_covariances import (
     scale_tril,
     unit_scale,
 )
-from latentlab.models.gaussian_latent import UNIT_DENSITY_VARIANCE, detect_missing
+from latentlab.models._gmm_observe import _observe_with_assignment, masked_components
+from latentlab.models._gmm_statistics import (
+    GMMData,
+    MixtureStats,
+    _complete_chunk,
+    _missing_chunk,
+    _moments,
+    _sum_over_chunks,
+)
+from latentlab.models.gaussian_latent import detect_missing
 from numpyro import handlers
-from numpyro.ops.indexing import Vindex
 
 from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
@@ -125,32 +133,6 @@ class Hyper(NamedTuple):
     active: jax.Array | None = None
 
 
-class GMMData(NamedTuple):
-    """Rows in fixed-size chunks, so an E-step never holds more than one chunk's
-    (K, chunk, d) residuals and every chunk reuses one compiled body.
-
-    Complete rows and rows with missing entries are kept apart: only the latter pay
-    for per-row conditional Gaussians.  Padding rows have ``row_mask`` 0 (complete
-    part) or an all-zero ``observed`` mask (missing part).
-    """
-
-    X: jax.Array  # (n_chunks, chunk, d) complete rows
-    row_mask: jax.Array  # (n_chunks, chunk) 1 for a real row, 0 for padding
-    X_missing: jax.Array  # (m_chunks, m_chunk, d) rows with NaN, zeros where missing
-    observed: jax.Array  # (m_chunks, m_chunk, d) 1 where observed, 0 missing or padding
-    # int32 token of rows kept outside the program (out of core, Dask), whose
-    # statistics the host adds each E-step (latentlab.inference.chunked.host_sum)
-    rows: jax.Array | None = None
-
-
-class MixtureStats(NamedTuple):
-    """Row sums, taken about the means the E-step was evaluated at."""
-
-    count: jax.Array  # (K,)     N_k = sum_i r_ik
-    sum_dx: jax.Array  # (K, d)  sum_i r_ik (x_i - mu_k)
-    sum_dxx: jax.Array  # (K, d, d) for full/tied, (K, d) (diagonal only) for diag/spherical
-
-
 # ----------------------------------------------------------------------------- declaration
 
 
@@ -196,47 +178,6 @@ def gmm_model(
     )
     with numpyro.plate("data", n_samples):
         numpyro.sample("x", mixture, obs=X)
-
-
-def masked_components(X, means, L):
-    """Per-row component Gaussians whose density at the filled row is each component's
-    marginal over the row's observed coordinates.
-
-    ``handlers.mask`` can only drop whole rows.  Instead, a missing coordinate is set
-    to 0, its mean to 0, its covariance row and column to 0 and its variance to
-    1/(2 pi) (:data:`~latentlab.models.gaussian_latent.UNIT_DENSITY_VARIANCE`): it
-    then contributes a factor N(0 | 0, 1/(2 pi)) = 1, exactly, and leaves the observed
-    block Sigma_oo untouched.  Returns ``(X_filled, locs (n, K, d),
-    scale_tril (n, K, d, d))``.
-    """
-    observed = ~jnp.isnan(X)
-    o = observed.astype(means.dtype)
-    cov = L @ jnp.swapaxes(L, -1, -2)
-    inflate = (1.0 - o) * UNIT_DENSITY_VARIANCE
-    masked_cov = o[:, None, :, None] * cov[None] * o[:, None, None, :]
-    masked_cov = masked_cov + inflate[:, None, :, None] * jnp.eye(means.shape[1])
-    locs = o[:, None, :] * means[None]
-    return jnp.where(observed, X, 0.0), locs, jnp.linalg.cholesky(masked_cov)
-
-
-def _enumerate_discrete(site):
-    """``config_enumerate`` (numpyro.contrib.funsor) without needing funsor installed."""
-    if site["type"] == "sample" and not site["is_observed"]:
-        if site["fn"].has_enumerate_support and "enumerate" not in site["infer"]:
-            return {"enumerate": "parallel"}
-    return {}
-
-
-def _observe_with_assignment(X, weights, locs, L, n_samples):
-    """x | c ~ N(loc_c, L_c L_c^T); ``locs``/``L`` are (K, ...) or per row (n, K, ...)."""
-    with handlers.infer_config(config_fn=_enumerate_discrete):
-        with numpyro.plate("data", n_samples):
-            c = numpyro.sample("c", dist.Categorical(probs=weights))
-            if locs.ndim == 3:  # per-row components (missing data): pick row i's c_i
-                loc, tril = Vindex(locs)[..., c, :], Vindex(L)[..., c, :, :]
-            else:
-                loc, tril = locs[c], L[c]
-            numpyro.sample("x", dist.MultivariateNormal(loc, scale_tril=tril), obs=X)
 
 
 model = gmm_model  # the name every model module exports for its declaration
@@ -305,64 +246,6 @@ def init_params(key, X, row_mask, n_components: int, reg_covar, *, covariance_ty
 # ----------------------------------------------------------------------------- E-step
 
 
-def _moments(resp, diff, covariance_type: str) -> MixtureStats:
-    """Row sums of r_ik, r_ik (x_i - mu_k) and the second moments about mu_k."""
-    count = jnp.sum(resp, axis=0)
-    sum_dx = jnp.einsum("nk,knd->kd", resp, diff)
-    if covariance_type in ("full", "tied"):
-        sum_dxx = jnp.einsum("knd,kne->kde", resp.T[:, :, None] * diff, diff)
-    else:
-        sum_dxx = jnp.einsum("nk,knd->kd", resp, diff**2)
-    return MixtureStats(count, sum_dx, sum_dxx)
-
-
-def _responsibilities(log_density, weights, row_mask):
-    """Responsibilities (PRML 9.23) in log space, and the summed log-likelihood."""
-    weighted = log_density + jnp.log(weights)
-    row_loglik = logsumexp(weighted, axis=1)
-    resp = jnp.exp(weighted - row_loglik[:, None]) * row_mask[:, None]
-    return resp, jnp.sum(jnp.where(row_mask > 0, row_loglik, 0.0))
-
-
-# The chunk statistics and the M-step are jitted functions of their own: called
-# inside the EM program (several times: the starts, each SQUAREM sub-step, the
-# carries' shapes) they are traced and lowered once and reused, which halves the
-# time a fresh process spends before the first fit; the compiled numbers are the same.
-@partial(jax.jit, static_argnames="covariance_type")
-def _complete_chunk(params, X, row_mask, covariance_type):
-    log_density, diff = component_log_density(params, X, covariance_type)
-    resp, loglik = _responsibilities(log_density, params.weights, row_mask)
-    return _moments(resp, diff, covariance_type), loglik
-
-
-@partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
-def _missing_chunk(params, X, observed, covariance_type):
-    """Statistics of rows with missing entries: expected moments under each component's
-    conditional, E[(x - mu_k)(x - mu_k)^T | x_o, k] = dx dx^T + cond_cov."""
-    log_density, dx, cond_cov = conditional_components(params, X, observed, covariance_type)
-    row_mask = (jnp.sum(observed, axis=1) > 0).astype(X.dtype)
-    resp, loglik = _responsibilities(log_density, params.weights, row_mask)
-    count = jnp.sum(resp, axis=0)
-    sum_dx = jnp.einsum("nk,nkd->kd", resp, dx)
-    if covariance_type in ("full", "tied"):
-        outer = jnp.einsum("nkd,nke->nkde", dx, dx) + cond_cov
-        sum_dxx = jnp.einsum("nk,nkde->kde", resp, outer)
-    else:
-        sum_dxx = jnp.einsum("nk,nkd->kd", resp, dx**2 + cond_cov)
-    return MixtureStats(count, sum_dx, sum_dxx), loglik
-
-
-def _sum_over_chunks(chunk_stats, params, arrays):
-    """Add ``chunk_stats(params, *chunk)`` over the leading (chunk) axis of ``arrays``."""
-    first = jax.eval_shape(chunk_stats, params, *(a[0] for a in arrays))
-    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), first)
-
-    def add(total, chunk):
-        return jax.tree.map(jnp.add, total, chunk_stats(params, *chunk)), None
-
-    return jax.lax.scan(add, zero, arrays)[0]
-
-
 def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str):
     """Responsibilities in log space (PRML 9.23) as row-sum statistics, and log p(X).
 
@@ -389,7 +272,7 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
 # ----------------------------------------------------------------------------- M-step
 
 
-@partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
+@partial(jax.jit, static_argnames="covariance_type")  # see _gmm_statistics._complete_chunk
 def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type: str) -> Params:
     """PRML 9.24-9.26 from statistics about the old means mu_k, with the covariances
     floored at diag(``reg_covar``).

@@ -61,8 +61,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from latentlab.models import _plsa_fold_in
 from latentlab.models._plsa_algebra import (
     doc_sum,
     log_dirichlet,
@@ -73,42 +75,32 @@ from latentlab.models._plsa_algebra import (
     update_phi,
     update_theta,
 )
-from latentlab.models._plsa_fold_in import (
-    DocTopics,
-    FoldInHyper,
-    FoldInStats,
-    fold_in,
-    fold_in_batch_sizes,
-    fold_in_e_step,
-    fold_in_hyper,
-    fold_in_m_step,
-)
+
+# fold-in's names are this module's too (its __all__ joins ours below)
+from latentlab.models._plsa_fold_in import *  # noqa: F403
+from latentlab.models._plsa_fold_in import fold_in_e_step, fold_in_m_step
 from numpyro import handlers
+from scipy.special import gammaln
 
 from latentlab.closed_form.nmf import kl_multiplicative_terms
 from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "Params",
-    "DocTopics",
     "Hyper",
     "Corpus",
     "TopicStats",
-    "FoldInStats",
     "plsa_model",
     "model",
     "posterior_spec",
     "init_params",
     "e_step",
     "m_step",
-    "FoldInHyper",
-    "fold_in_hyper",
-    "fold_in_e_step",
-    "fold_in_m_step",
-    "fold_in",
-    "fold_in_batch_sizes",
     "step_functions",
     "n_parameters",
+    "doc_sums",
+    "log_coefficients",
+    *_plsa_fold_in.__all__,  # fold-in, re-exported
 ]
 
 
@@ -356,6 +348,19 @@ def step_functions(tempered: bool):
 
 
 # ----------------------------------------------------------------------------- host algebra
+
+
+def doc_sums(values, csr):
+    """Per-document sums of per-nonzero ``values`` (CSR order, NumPy)."""
+    doc = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+    return np.bincount(doc, weights=values, minlength=csr.shape[0])
+
+
+def log_coefficients(csr):
+    """log N_d! - sum_w log x_dw!, per document of a CSR count matrix: the
+    multinomial coefficient."""
+    lengths = np.asarray(csr.sum(axis=1)).ravel()
+    return gammaln(lengths + 1.0) - doc_sums(gammaln(csr.data + 1.0), csr)
 
 
 def n_parameters(n_documents: int, n_words: int, n_components: int) -> int:

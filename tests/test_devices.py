@@ -78,6 +78,27 @@ SCRIPT = textwrap.dedent(
         a = latentlab.PPCA(2, random_state=0).fit(X)
         b = latentlab.PPCA(2, random_state=0, devices="all", chunk_size=300).fit(RowChunks(X))
         out["PPCA-chunked"] = compare(a, b)
+        # partial_fit: each chunk's E-step split over the devices (3 chunks of 333+);
+        # the meshes the rows are placed on are recorded
+        import latentlab._chunk_tasks as tasks
+        import latentlab.estimators._online as online
+
+        placements = []
+        for module in (tasks, online):
+            def record(array, mesh, *args, _place=module.shard_rows):
+                placements.append(mesh.size)
+                return _place(array, mesh, *args)
+            module.shard_rows = record
+        for name, (make, data, _) in cases.items():
+            if name.endswith("devices"):
+                continue
+            fits = [make(), make(devices="all")]
+            for part in np.array_split(data, 3):
+                for fit in fits:
+                    fit.partial_fit(part)
+            out[name + "-partial_fit"] = compare(*fits)
+            out[name + "-partial_fit-meshes"] = sorted(set(placements))
+            placements.clear()
     # the rows really are split: 13 rows padded to 16, two on each device
     placed = shard_rows(np.ones((13, 2)), row_mesh("all"))
     out["shards"] = sorted({s.data.shape[0] for s in placed.addressable_shards})
@@ -100,13 +121,28 @@ def sharded_fits():
 
 
 @pytest.mark.parametrize(
-    "case", ["PPCA", "FactorAnalysis", "GaussianMixture", "PPCA-3-devices", "PPCA-chunked"]
+    "case",
+    [
+        "PPCA",
+        "FactorAnalysis",
+        "GaussianMixture",
+        "PPCA-3-devices",
+        "PPCA-chunked",
+        "PPCA-partial_fit",
+        "FactorAnalysis-partial_fit",
+        "GaussianMixture-partial_fit",
+    ],
 )
 def test_sharded_fit_equals_one_device_fit(sharded_fits, case):
     result = sharded_fits[case]
     assert result["n_iter"][0] == result["n_iter"][1]
     assert result["params"] <= RTOL
     assert result["trace"] <= RTOL
+
+
+@pytest.mark.parametrize("model", ["PPCA", "FactorAnalysis", "GaussianMixture"])
+def test_partial_fit_splits_rows_over_the_devices(sharded_fits, model):
+    assert sharded_fits[model + "-partial_fit-meshes"] == [8]
 
 
 def test_rows_are_split_over_all_devices(sharded_fits):

@@ -327,6 +327,24 @@ def test_gradient_fits_are_equivariant_under_feature_scales(method):
         assert b.log_likelihoods_[-1] == pytest.approx(len(Y) * b.score(Y), rel=1e-10)
 
 
+def test_fit_passes_its_feature_units_without_parking_them_on_the_estimator(planted, fitted):
+    """The per-feature units reach the canonical form as an argument, not as private
+    scratch state of the estimator (which save/load would refuse)."""
+    X, _, _ = planted
+    seen = []
+
+    class Watched(FactorAnalysis):
+        def _finish(self, params, hyper, units):
+            seen.append((sorted(k for k in vars(self) if k.startswith("_")), units))
+            return super()._finish(params, hyper, units)
+
+    est = Watched(2, random_state=0).fit(X)
+    [(private, units)] = seen
+    assert private == []
+    np.testing.assert_allclose(units, X.std(axis=0), rtol=1e-12)  # each feature's sd
+    np.testing.assert_array_equal(est.components_, fitted.components_)
+
+
 def test_default_start_reaches_the_best_optimum_on_monotone_missing_data():
     # A random start settles, converged, 0.059 nats/row below the best optimum on these
     # data (random_state=0 before the PCA start); the default start is the

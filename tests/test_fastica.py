@@ -86,12 +86,17 @@ def test_equals_sklearn_from_the_same_start(settings):
     np.testing.assert_allclose(got.transform(X[:50]), ref.transform(X[:50]), rtol=1e-8, atol=1e-8)
 
 
-def test_blocks_with_a_remainder_give_sklearns_result(monkeypatch):
-    # 997 rows in blocks of 300 columns: three scanned blocks and a 97-column tail
+@pytest.mark.parametrize("n_components", [3, None])
+def test_blocks_with_a_remainder_give_sklearns_result(monkeypatch, n_components):
+    # 997 rows in blocks of 900 elements: n_components=3, the whitened data in blocks
+    # of 300 columns (three and a 97-column tail); None (k = d = 4), X's own rows in
+    # blocks of 225 (four and a 97-row tail)
     from latentlab.closed_form import ica
 
     monkeypatch.setattr(ica, "BLOCK_ELEMENTS", 3 * 300)
-    kw = dict(n_components=3, w_init=W_INIT, tol=1e-6, algorithm="deflation")
+    k = 3 if n_components else 4
+    w_init = W_INIT if n_components else np.random.default_rng(3).normal(size=(k, k))
+    kw = dict(n_components=n_components, w_init=w_init, tol=1e-6, algorithm="deflation")
     got = latentlab.FastICA(**kw).fit(X[:997])
     ref = decomposition.FastICA(**kw).fit(X[:997])
     assert got.n_iter_ == ref.n_iter_

@@ -115,3 +115,26 @@ def test_plusplus_with_numpy_uniforms_gives_sklearn_seeds():
     with jax.enable_x64(True):
         got = kmeans_plusplus_indices(jnp.asarray(X), None, k, trials, uniforms=uniforms)
     np.testing.assert_array_equal(np.asarray(got), ref)
+
+
+def test_bound_pruned_iterations_with_row_weights_equal_sklearn():
+    # fractional weights (zeros included) on the pruned route: the pruned rows' labels,
+    # then the weighted sums recomputed from the blocks of every part
+    Xs, _ = make_blobs(5000, centers=8, n_features=4, cluster_std=3.0, random_state=5)
+    weight = np.random.default_rng(1).uniform(0.5, 2.0, len(Xs))
+    weight[::7] = 0.0
+    init = Xs[:8]
+    ref = KMeans(8, init=init, n_init=1, algorithm="lloyd", tol=0.0).fit(Xs, sample_weight=weight)
+    with jax.enable_x64(True):
+        got = kmeans(
+            jnp.asarray(Xs),
+            jax.random.PRNGKey(0),
+            n_clusters=8,
+            init=jnp.asarray(init),
+            tol=0.0,
+            sample_weight=jnp.asarray(weight),
+        )
+    assert int(got.n_iter) == ref.n_iter_ > 15
+    np.testing.assert_array_equal(np.asarray(got.labels), ref.labels_)
+    np.testing.assert_allclose(float(got.inertia), ref.inertia_, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(got.centers), ref.cluster_centers_, rtol=1e-11)

@@ -87,6 +87,36 @@ def test_accelerated_frobenius_needs_fewer_iterations():
     assert fast.n_iter_ < 0.8 * slow.n_iter_
 
 
+def test_extrapolated_cd_reaches_the_optimum_in_far_fewer_iterations():
+    # Ang & Gillis's extrapolation on top of the repeated passes ("cd", accelerated):
+    # the same optimum as scikit-learn's algorithm in under 0.3x its iterations (the
+    # passes alone took 0.57x: 3123 against 5463 here)
+    settings = dict(solver="cd", tol=1e-10, max_iter=20000)
+    fast = _pair(**settings)[2]
+    slow = _pair(accelerate=False, **settings)[2]
+    assert fast.reconstruction_err_ == pytest.approx(slow.reconstruction_err_, rel=1e-12)
+    assert fast.n_iter_ < 0.3 * slow.n_iter_
+
+
+def test_penalised_objective_without_products_with_x_equals_the_direct_one():
+    import jax
+
+    from latentlab.closed_form.nmf import penalised_objective
+
+    W, H = W0 + 0.3, H0 - 0.2  # any signs: the extrapolated points can leave the orthant
+    penalties = (0.3, 0.1, 0.7, 0.2)  # l1_W, l1_H, l2_W, l2_H
+    direct = (
+        0.5 * np.sum((X - W @ H) ** 2)
+        + 0.3 * W.sum()
+        + 0.1 * H.sum()
+        + 0.35 * np.sum(W**2)
+        + 0.1 * np.sum(H**2)
+    )
+    with jax.enable_x64(True):
+        got = penalised_objective(np.sum(X * X), W, H, W.T @ X, penalties)
+    assert float(got) == pytest.approx(direct, rel=1e-12)
+
+
 @pytest.mark.parametrize("l1_ratio", [0.0, 1.0])
 @pytest.mark.parametrize(
     "loss, solver",

@@ -301,12 +301,19 @@ def test_sample_draws_documents_of_the_training_lengths(corpus, fit):
     assert np.all(np.abs(X.sum(axis=0) - expected.sum(axis=0)) < 5 * sd + 1)
 
 
-def test_never_seen_words_get_probability_zero_without_nan(corpus):
+@pytest.fixture(scope="module")
+def without_two_words(corpus):
+    """The corpus without words 5 and 17 (no document left empty), and its fit."""
     X = corpus.copy()
     X[:, [5, 17]] = 0.0
     X[X.sum(axis=1) == 0, 0] = 1.0
     with pytest.warns(UserWarning, match="2 word.*never occur"):
         est = PLSA(K, random_state=0).fit(X)
+    return X, est
+
+
+def test_never_seen_words_get_probability_zero_without_nan(corpus, without_two_words):
+    X, est = without_two_words
     assert np.all(est.components_[:, [5, 17]] == 0.0)
     assert np.all(np.isfinite(est.score_samples(X))) and np.isfinite(est.perplexity(X))
     # documents that use those words score -inf under the ML topics, never NaN
@@ -512,16 +519,12 @@ def test_fold_in_in_shrinking_batches_reaches_every_documents_maximum(digits_cou
         )
 
 
-def test_held_out_tokens_of_unseen_words_are_scored_at_the_floor(corpus):
+def test_held_out_tokens_of_unseen_words_are_scored_at_the_floor(corpus, without_two_words):
     # Cross-validation on digits gave -inf: a rare pixel present only in the held-out
     # fold has probability 0 under ML topics.  Completion scoring now gives such words
     # the add-one floor 1 / (N + W) and rescales the rest; oracle: SciPy's multinomial
     # at that (normalised) distribution.
-    X = corpus.copy()
-    X[:, [5, 17]] = 0.0
-    X[X.sum(axis=1) == 0, 0] = 1.0
-    with pytest.warns(UserWarning, match="never occur"):
-        est = PLSA(K, random_state=0).fit(X)
+    X, est = without_two_words
     with pytest.warns(UserWarning, match="absent from the training corpus"):
         out = est.completion_log_likelihood(corpus, fraction=0.3, random_state=7)
     assert np.all(np.isfinite(out))

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 import latentlab
 from latentlab.inference.chunked import RowChunks, block_moments, merge_moments, row_source
@@ -162,8 +163,11 @@ def test_dask_threaded_fits_equal_in_memory(planted, in_memory, mixture):
     with dask.config.set(scheduler="threads"):
         # column chunks are rechunked to whole rows
         dX = da.from_array(planted, chunks=(300, 4))
-        for cls in (latentlab.PPCA, latentlab.FactorAnalysis):
-            fit = cls(2, random_state=0).fit(dX)
+        # FA: the rows with missing entries stream through the blocks each E-step
+        # (the chunk size is set); PPCA: the block size is Dask's, and those rows are
+        # few enough to be held in the program
+        for cls, size in ((latentlab.FactorAnalysis, 300), (latentlab.PPCA, None)):
+            fit = cls(2, random_state=0, chunk_size=size).fit(dX)
             _assert_same_fit(in_memory[cls], fit)
         scores = fit.score_samples(dX)
         latent = fit.transform(dX)
@@ -174,7 +178,7 @@ def test_dask_threaded_fits_equal_in_memory(planted, in_memory, mixture):
         assert isinstance(filled, da.Array)
         np.testing.assert_allclose(filled.compute(), fit.impute(planted), rtol=1e-12)
 
-        b = latentlab.GaussianMixture(3, random_state=0, **start).fit(
+        b = latentlab.GaussianMixture(3, random_state=0, chunk_size=300, **start).fit(
             da.from_array(X, chunks=(300, D))
         )
         _assert_same_fit(a, b)
@@ -202,6 +206,33 @@ def test_dask_score_and_predict_equal_in_memory(planted, in_memory, mixture):
         assert labels.dtype == np.int64 and proba.shape == (N, 3)
         np.testing.assert_array_equal(labels.compute(), gmm.predict(X))
         np.testing.assert_allclose(proba.compute(), gmm.predict_proba(X), rtol=1e-12, atol=1e-300)
+
+
+def test_small_sources_are_held_in_the_program(memmap, in_memory, mixture, monkeypatch):
+    """With the automatic chunk size, the rows an E-step revisits are read once and
+    held in the program when they fit in RESIDENT_BYTES: no host round trip per
+    E-step, and the in-memory fit.  A chunk size the user sets bounds what is held."""
+    from latentlab.estimators import _chunked
+
+    calls = []
+    for name in ("GaussianRowsPass", "MixtureRowsPass"):
+        cls = getattr(_chunked, name)
+        monkeypatch.setattr(
+            cls, "reduce", lambda self, *a, _f=cls.reduce: calls.append(a[0]) or _f(self, *a)
+        )
+    source = RowChunks(memmap)
+    assert source.resident_rows >= N > 0 and source.chunk_size < source.resident_rows
+    _assert_same_fit(in_memory[latentlab.PPCA], latentlab.PPCA(2, random_state=0).fit(source))
+    X, start, a = mixture
+    b = latentlab.GaussianMixture(3, random_state=0, **start).fit(RowChunks(X))
+    _assert_same_fit(a, b)
+    np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=RTOL)
+    assert calls == []
+    assert RowChunks(memmap, chunk_size=300).resident_rows == 300
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # one iteration is enough here
+        latentlab.PPCA(2, random_state=0, max_iter=1).fit(RowChunks(memmap, chunk_size=300))
+    assert calls and set(calls) == {"gaussian_rows"}
 
 
 def test_bad_input_is_refused(planted, in_memory):
@@ -238,40 +269,70 @@ def test_latentlab_works_without_dask():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# Opt-in: a 2-process LocalCluster costs ~25 s of wall time at this machine's usual
-# load (13 on 2 cores; ~8 s estimated idle): ~3 s to start, ~5 s for each worker's
-# imports (NumPy, JAX and the model modules only: the task functions live in
-# latentlab._chunk_tasks), ~6 s for the workers' compiles, ~2 s for the fit's 36
-# host round trips, ~3 s to close.
-distributed_tests = pytest.mark.skipif(
-    not os.environ.get("LATENTLAB_DISTRIBUTED_TESTS"),
-    reason="starts 2 worker processes (~25 s here); set LATENTLAB_DISTRIBUTED_TESTS=1",
-)
-
-
+# A 2-process LocalCluster, started once per module: ~20 s of wall time at load 6-7
+# on 2 cores: ~7 s to start the workers (forked by a forkserver that has imported
+# distributed and the task modules), ~8 s for their first fits (the workers' compiles
+# of the chunk functions), ~1 s for each fit after that (one Dask graph per E-step:
+# the fits stop after 3 iterations), ~1.5 s for the row output.  No dashboard, no logs.
 @pytest.fixture(scope="module")
 def local_cluster():
     """A client of 2 single-threaded worker processes, started once per module."""
     pytest.importorskip("dask.array")
     distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        yield client
+    import logging
+    import multiprocessing
+
+    import dask
+    from distributed.utils import get_mp_context
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        get_mp_context()  # distributed's preload list, then ours (before the server starts)
+        multiprocessing.get_context("forkserver").set_forkserver_preload(
+            ["distributed", "latentlab._chunk_tasks", "latentlab.models.gmm"]
+        )
+        with (
+            distributed.LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            yield client
 
 
-@distributed_tests
-def test_dask_distributed_local_cluster_fit_equals_in_memory(planted, in_memory, local_cluster):
+def test_local_cluster_fits_equal_in_memory(planted, mixture, local_cluster):
+    """PPCA and a GMM with missing entries, their E-steps on 2 worker processes (the
+    chunk size is set, so rows stream through the blocks each E-step): the
+    in-memory fit, to 1e-10; and a row output as a Dask array computed there."""
     import dask.array as da
 
-    dX = da.from_array(planted, chunks=(300, D))
-    fit = latentlab.PPCA(2, random_state=0).fit(dX)
-    _assert_same_fit(in_memory[latentlab.PPCA], fit)
+    X, start, _ = mixture
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 3 iterations
+        cases = [
+            (lambda **k: latentlab.PPCA(2, random_state=0, max_iter=3, **k), planted),
+            (lambda **k: latentlab.GaussianMixture(3, max_iter=3, **start, **k), X),
+        ]
+        for make, data in cases:
+            # 1000 rows in blocks of 300, 300, 300, 100
+            fit = make(chunk_size=300).fit(da.from_array(data, chunks=(300, D)))
+            _assert_same_fit(make().fit(data), fit)
     # the blocks really went to the worker processes
     assert sum(local_cluster.run(lambda: "latentlab._chunk_tasks" in sys.modules).values()) >= 1
+    scores = fit.score_samples(da.from_array(X, chunks=(300, D)))
+    assert isinstance(scores, da.Array)
+    np.testing.assert_allclose(scores.compute(), fit.score_samples(X), rtol=1e-12)
+
+
+# Opt-in: the row outputs of every kind send the fitted estimator to the workers,
+# which then import every estimator (seconds per worker).
+distributed_tests = pytest.mark.skipif(
+    not os.environ.get("LATENTLAB_DISTRIBUTED_TESTS"),
+    reason="imports every estimator on 2 worker processes; set LATENTLAB_DISTRIBUTED_TESTS=1",
+)
 
 
 @distributed_tests

@@ -21,8 +21,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from latentlab.closed_form.kernel_pca import CenteredKernel, kernel_eigh
-from latentlab.closed_form.kernels import center_kernel
+from latentlab.closed_form.kernel_pca import centred_kernel, kernel_eigh
 from latentlab.inference.programs import program
 
 __all__ = [
@@ -83,12 +82,7 @@ def classical_mds(
     K = -0.5 * D2
     if key is None:
         key = jax.random.PRNGKey(0)
-    if solver == "lanczos":
-        column_means = jnp.mean(K, axis=0)
-        grand_mean = jnp.mean(column_means)
-        B = CenteredKernel(K, column_means, grand_mean)
-    else:
-        B, column_means, grand_mean = center_kernel(K)
+    B, column_means, grand_mean = centred_kernel(K, solver)
     eigenvalues, V, converged = kernel_eigh(
         B, key, n_components, solver, 0, 0, block_size, max_blocks, max_products, tol
     )

@@ -23,7 +23,11 @@ Losses and solvers, with scikit-learn's objective (so that fits can be compared)
   projected Newton step for all rows at once.
 * ``accelerate`` (Frobenius, both solvers): Gillis & Glineur's (2012) repeated passes.
   A factor's update needs ``X H^T`` and ``H H^T`` (O(ndK)), a pass from them O(nK^2),
-  so each update repeats its pass until it stalls; one pass is scikit-learn's.
+  so each update repeats its pass until it stalls; one pass is scikit-learn's.  With
+  ``"cd"`` (W and H fitted) also Ang & Gillis's (2019) extrapolation between outer
+  iterations, restarted when the objective rises (:func:`penalised_objective` costs no
+  product with X): 2,000 x 1,000, K = 10 reaches scikit-learn's objective in 17 outer
+  iterations instead of 29 (scikit-learn: 53).
 
 Stopping rules are scikit-learn's: ``"mu"`` every 10 iterations when the drop of
 ``sqrt(2 loss)`` since the last check is below ``tol`` times its value at the start;
@@ -47,6 +51,7 @@ __all__ = [
     "kl_multiplicative_terms",
     "divergence",
     "nndsvd",
+    "penalised_objective",
     "fit_nmf",
 ]
 
@@ -57,6 +62,12 @@ _UNROLL_MAX = 16  # "cd": sweeps over at most this many components are unrolled
 # accelerate: a factor's passes stop when one moves it by less than this times the first
 _INNER_TOL = 0.1
 _INNER_ALPHA = 0.5  # passes per update: 1 + alpha * (the Gram products' cost / a pass's)
+# accelerate, "cd": Ang & Gillis's (2019) extrapolation parameters (their eta, gamma,
+# gamma-bar and beta_0)
+_EXTRAPOLATION_SHRINK = 1.5
+_BETA_GROWTH = 1.01
+_BETA_CAP_GROWTH = 1.005
+_BETA_START = 0.5
 
 
 class NMFFit(NamedTuple):
@@ -95,6 +106,17 @@ def divergence(X, W, H, loss: str):
     safe = jnp.where(observed, WH, 1.0)
     data = jnp.where(observed, X * jnp.log(jnp.where(observed, X, 1.0) / safe), 0.0)
     return jnp.sum(data) - jnp.sum(X) + jnp.sum(WH)
+
+
+def penalised_objective(squared_X, W, H, WtX, penalties):
+    """``0.5 ||X - WH||^2`` plus the penalties ``(l1_W, l1_H, l2_W, l2_H)``, from
+    ``squared_X = ||X||^2`` and ``WtX = W^T X``: O((n + d) K^2), no product with X."""
+    l1_W, l1_H, l2_W, l2_H = penalties
+    fit = squared_X - 2.0 * jnp.sum(WtX * H) + jnp.sum((W.T @ W) * (H @ H.T))
+    return 0.5 * fit + sum(
+        l1 * jnp.sum(F) + 0.5 * l2 * jnp.sum(F * F)
+        for F, l1, l2 in ((W, l1_W, l2_W), (H, l1_H, l2_H))
+    )
 
 
 def _nonzero(denominator):
@@ -255,23 +277,60 @@ def fit_nmf(
     def error(W, H):  # scikit-learn's reconstruction error, sqrt(2 loss)
         return jnp.sqrt(2.0 * jnp.maximum(divergence(X, W, H, loss), 0.0))
 
+    extrapolate = solver == "cd" and accelerate and update_H
+    squared_X = jnp.sum(X * X) if extrapolate else None
+
+    def extrapolated_iteration(W, H, points):
+        """Ang & Gillis (2019): each factor's update starts from the extrapolated point
+        ``F + beta (F - F_previous)`` (W's against the extrapolated H, H's against the
+        new W, so the objective costs no product with X); a rise of the objective
+        restarts from the plain iterates with a smaller beta, a fall lets beta grow."""
+        W_hat, H_hat, last, beta, beta_cap = points
+        Wt, violation = frobenius_update(W_hat.T, H_hat.T, l1_W, l2_W, passes_W, H_hat @ X.T)
+        W1 = Wt.T
+        WtX = W1.T @ X
+        H1, more = frobenius_update(H_hat, W1, l1_H, l2_H, passes_H, WtX)
+        current = penalised_objective(squared_X, W1, H1, WtX, (l1_W, l1_H, l2_W, l2_H))
+        rose = current > last
+        beta, beta_cap = (
+            jnp.where(
+                rose, beta / _EXTRAPOLATION_SHRINK, jnp.minimum(beta_cap, _BETA_GROWTH * beta)
+            ),
+            jnp.where(rose, beta, jnp.minimum(1.0, _BETA_CAP_GROWTH * beta_cap)),
+        )
+        step = jnp.where(rose, 0.0, beta)
+        points = (W1 + step * (W1 - W), H1 + step * (H1 - H), current, beta, beta_cap)
+        return W1, H1, violation + more, points
+
     # state: iteration, W, H, reference (the error at the start for "mu", the first
-    # sweep's violation for "cd"), the error at the last check, done
+    # sweep's violation for "cd"), the error at the last check, done, and with
+    # extrapolation the points the next updates start from, the objective and beta
     reference = error(W, H) if solver == "mu" else jnp.zeros((), X.dtype)
-    state = (jnp.asarray(0), W, H, reference, reference, jnp.asarray(False))
+    points = ()
+    if extrapolate:
+        points = (
+            W,
+            H,
+            jnp.asarray(jnp.inf, X.dtype),
+            *(jnp.asarray(b, X.dtype) for b in (_BETA_START, 1.0)),
+        )
+    state = (jnp.asarray(0), W, H, reference, reference, jnp.asarray(False), points)
 
     def cond(state):
-        i, _, _, _, _, done = state
+        i, _, _, _, _, done, _ = state
         return (i < max_iter) & ~done
 
     def body(state):
-        i, W, H, reference, previous, _ = state
+        i, W, H, reference, previous, _, points = state
         i = i + 1
         if solver == "cd":
-            W, H, violation = frobenius_iteration(W, H)
+            if extrapolate:
+                W, H, violation, points = extrapolated_iteration(W, H, points)
+            else:
+                W, H, violation = frobenius_iteration(W, H)
             reference = jnp.where(i == 1, violation, reference)
             done = (reference == 0) | (violation <= tol * reference)
-            return i, W, H, reference, previous, done
+            return i, W, H, reference, previous, done, points
         W, H = mu_iteration(W, H)
 
         def check():
@@ -281,9 +340,9 @@ def fit_nmf(
         current, done = jax.lax.cond(
             i % _CHECK_EVERY == 0, check, lambda: (previous, jnp.asarray(False))
         )
-        return i, W, H, reference, current, done
+        return i, W, H, reference, current, done, points
 
-    n_iter, W, H, _, _, done = jax.lax.while_loop(cond, body, state)
+    n_iter, W, H, _, _, done, _ = jax.lax.while_loop(cond, body, state)
     return NMFFit(W, H, n_iter, divergence(X, W, H, loss), done)
 
 

@@ -11,6 +11,11 @@ missing entries, which it reads again and passes through one jitted chunk functi
 at a fixed number of rows.  The driver, its starts and its SQUAREM arithmetic are the
 in-memory program's, so parameters and trace equal the in-memory fit's to round-off.
 
+Rows an E-step revisits (PPCA/FA: those with missing entries; the mixture: every
+row) that fit in ``source.resident_rows`` are instead read once and held in the
+program, which is then the in-memory one: small sources pay no host round trip per
+E-step (:data:`latentlab.inference.chunked.RESIDENT_BYTES`).
+
 Row outputs (``score_samples``, ``transform``) of a Dask array are Dask arrays.
 """
 
@@ -28,6 +33,7 @@ from latentlab._chunk_tasks import (
     summarise_block,
     summarise_chunk,
 )
+from latentlab.closed_form.eigensolvers import one_blas_thread
 from latentlab.inference.chunked import (
     Moments,
     RowChunks,
@@ -35,6 +41,7 @@ from latentlab.inference.chunked import (
     register,
 )
 from latentlab.inference.sharding import row_mesh
+from latentlab.models._gaussian_latent_start import _pad_rows
 from latentlab.models.gaussian_latent import CompleteSummary, GaussianData, OutOfCoreRows
 
 __all__ = [
@@ -106,7 +113,20 @@ class GaussianSummary:
 
 
 def summarise_gaussian(source: RowChunks) -> GaussianSummary:
-    """One pass over ``source`` (sequential chunks, or Dask blocks in parallel)."""
+    """One pass over ``source`` (sequential chunks, or Dask blocks in parallel).
+
+    The chunks' (rows x d) products run on one BLAS thread (in this process: the
+    chunk loop and Dask's threaded scheduler, whose blocks are the parallelism):
+    right after a compiled program, a threaded product can wait 0.01-0.7 s on
+    threads that XLA's pool holds (one 10^4 x 50 product on a loaded 2-core
+    machine), against 1 ms on one thread.  At 10^5 x 50 rows the pass took 23 ms
+    this way against 57 ms before (threaded, centred copies), quiet machine.
+    """
+    with one_blas_thread():
+        return _summarise(source)
+
+
+def _summarise(source: RowChunks) -> GaussianSummary:
     d = source.shape[1]
     if source.dask:
         blocks = source.source.to_delayed().ravel()
@@ -228,6 +248,16 @@ def fit_gaussian_latent(est, source: RowChunks):
     _forget_feature_names(est, d)
     with est._precision():
         dtype = jax.dtypes.canonicalize_dtype(np.float64)
+        n_c, sum_x, sum_xx = complete
+        summarised = CompleteSummary(*(np.asarray(v, dtype) for v in (n_c, sum_x, sum_xx)))
+        missing = True if summary.n_missing_rows else None
+        if 0 < summary.n_missing_rows <= source.resident_rows:
+            # few enough to hold: the in-memory program on them, no host round trips
+            X = source.gather(np.concatenate(summary.missing_rows))
+            mask = ~np.isnan(X)
+            X_inc, m_inc = _pad_rows(np.where(mask, X - shift, 0.0), mask.astype(float), 1024)
+            data = GaussianData(summarised, X_inc.astype(dtype), m_inc.astype(dtype))
+            return est._fit_summarised(data, n, K, column_variance, shift, X=None, mask=missing)
         rows_pass = GaussianRowsPass(source, shift, summary, dtype, mesh)
         with register(rows_pass) as token:
             rows = None
@@ -240,18 +270,9 @@ def fit_gaussian_latent(est, source: RowChunks):
                     start_sum_x=np.asarray(start[0], dtype),
                     start_sum_xx=np.asarray(start[1], dtype),
                 )
-            n_c, sum_x, sum_xx = complete
-            data = GaussianData(
-                CompleteSummary(
-                    np.asarray(n_c, dtype), np.asarray(sum_x, dtype), np.asarray(sum_xx, dtype)
-                ),
-                np.zeros((0, 32, d), dtype),
-                np.zeros((0, 32, d), dtype),
-                rows,
-            )
-            missing = True if summary.n_missing_rows else None
-            est._fit_summarised(data, n, K, column_variance, shift, X=None, mask=missing)
-    return est
+            empty = np.zeros((0, 32, d), dtype)
+            data = GaussianData(summarised, empty, empty, rows)
+            return est._fit_summarised(data, n, K, column_variance, shift, X=None, mask=missing)
 
 
 # ----------------------------------------------------------------------------- mixture
@@ -285,6 +306,7 @@ class MixtureRowsPass:
             dtype=self.dtype,
             rows_per_call=self.rows_per_call,
             mesh=self.mesh,
+            calls=-(-self.source.chunk_size // self.rows_per_call[0]),
         )
         if self.source.dask:
             template = block_fn(np.zeros((0, self.source.shape[1])))
@@ -302,7 +324,7 @@ def fit_mixture(est, source: RowChunks, previous):
     ``means_init`` and ``precisions_init`` are all given (or ``warm_start``)."""
     from sklearn.utils.validation import check_random_state
 
-    from latentlab.estimators._gmm_programs import CHUNK
+    from latentlab.estimators._gmm_programs import CHUNK, PAD_WORK, component_bucket
     from latentlab.estimators._rows import pad_rows, padded_size
     from latentlab.models import gmm
 
@@ -319,7 +341,7 @@ def fit_mixture(est, source: RowChunks, previous):
     columns = summary.columns
     shift = summary.about_mean()[0]
     # the feature scale from the observed centred sums of squares (as in memory)
-    unit = est._feature_scale(np.sqrt(columns.second)[None, :], columns.count[None, :])
+    unit = est._standardising_units(np.sqrt(columns.second)[None, :], columns.count[None, :])
     if previous is None:
         weights, means, scale = est._user_init(K, d, shift, unit)
     else:
@@ -328,6 +350,14 @@ def fit_mixture(est, source: RowChunks, previous):
     observed = ~np.isnan(first)
     Z = np.where(observed, (first - shift) / unit, 0.0)
     m = Z.shape[0]
+    padded = K
+    if n <= source.resident_rows:
+        # few enough to hold: every row in the program, which is then the in-memory
+        # one (components padded alike), one call per fit and no host round trips
+        X = first if m == n else _read_all(source)
+        held = ~np.isnan(X)
+        if est._estep_work(held) <= PAD_WORK:
+            padded = component_bucket(K)
     rng = check_random_state(est.random_state)
     need_resp = weights is None or means is None or scale is None
     n_starts = est.n_init if previous is None else 1
@@ -335,31 +365,40 @@ def fit_mixture(est, source: RowChunks, previous):
     with est._precision():
         dtype = np.dtype(est.dtype)
         reg = est._variance_floor(unit, dtype).astype(dtype)
-        resp = est._start_responsibilities(Z, K, need_resp, n_starts, (rows, K), rng, dtype)
+        resp = est._start_responsibilities(Z, K, need_resp, n_starts, (rows, padded), rng, dtype)
         start_data = (
             pad_rows(Z, rows).astype(dtype),
             pad_rows(np.ones(m), rows).astype(dtype),
             resp,
-            np.ones(K, bool),
-            *est._given_start(weights, means, scale, K, K, dtype),
+            np.arange(padded) < K,
+            *est._given_start(weights, means, scale, K, padded, dtype),
         )
-        rows_pass = MixtureRowsPass(source, shift, unit, est.covariance_type, dtype, mesh)
-        with register(rows_pass) as token:
-            # one all-padding chunk in the program; every row comes from the host
-            data = gmm.GMMData(
-                np.zeros((1, 8, d), dtype),
-                np.zeros((1, 8), dtype),
-                np.zeros((0, 1, d), dtype),
-                np.zeros((0, 1, d), dtype),
-                token,
-            )
-            params, trace, converged, objective, breakdown = est._run_em_program(
-                start_data, data, reg, n
-            )
+        if n <= source.resident_rows:
+            result = est._fit_em(start_data, np.where(held, (X - shift) / unit, 0.0), held, reg)
+        else:
+            rows_pass = MixtureRowsPass(source, shift, unit, est.covariance_type, dtype, mesh)
+            with register(rows_pass) as token:
+                # one all-padding chunk in the program; every row comes from the host
+                data = gmm.GMMData(
+                    np.zeros((1, 8, d), dtype),
+                    np.zeros((1, 8), dtype),
+                    np.zeros((0, 1, d), dtype),
+                    np.zeros((0, 1, d), dtype),
+                    token,
+                )
+                result = est._run_em_program(start_data, data, reg, n)
+        params, trace, converged, objective, breakdown = result
         fitted = {name: np.asarray(v) for name, v in params._asdict().items()}
     result = (fitted, trace, converged, objective, breakdown)
     counts = columns.count
     return est._store_fit(*result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None)
+
+
+def _read_all(source: RowChunks) -> np.ndarray:
+    """Every row of a small source as one float64 NumPy array."""
+    if source.dask:
+        return np.asarray(source.source.compute(), np.float64)
+    return source.read(0, source.shape[0])
 
 
 # ----------------------------------------------------------------------------- outputs

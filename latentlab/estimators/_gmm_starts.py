@@ -135,7 +135,7 @@ class MixtureStartsMixin:
         except np.linalg.LinAlgError:
             raise ValueError("precisions_init must be symmetric positive definite") from None
 
-    def _feature_scale(self, Xc, observed):
+    def _standardising_units(self, Xc, observed):
         """The unit s_j of each feature that EM works in: its standard deviation (about
         its mean, over its observed entries), so that the fit is equivariant under
         rescaling features; spherical covariances are only equivariant under one global

@@ -33,7 +33,9 @@ from functools import cache, partial
 import jax
 import numpy as np
 
+from latentlab._docstrings import fill_doc
 from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
+from latentlab.inference.sharding import row_mesh, shard_rows
 from latentlab.models.gaussian_latent import (
     CompleteSummary,
     GaussianData,
@@ -110,9 +112,10 @@ def _latent_start(module, n, sum_x, sum_xx, hyper, n_components):
     return module.init_from_pca(pca_solution(n, sum_x, sum_xx, n_components), hyper)
 
 
-def _latent_chunk_stats(module, params, hyper, Z, observed, dtype):
+def _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh=None):
     """Average regression statistics of the rows of Z (coordinates of the state, 0
-    where missing) and their summed log-likelihood."""
+    where missing) and their summed log-likelihood; each block of rows split over
+    ``mesh``'s devices when given (the ``devices`` setting)."""
     n, d = Z.shape
     complete = observed.all(axis=1)
     Zc = Z[complete]
@@ -126,6 +129,8 @@ def _latent_chunk_stats(module, params, hyper, Z, observed, dtype):
         part = np.zeros((ONLINE_ROWS, d), dtype)
         piece = Zm[start : start + ONLINE_ROWS]
         rows[: len(piece)], part[: len(piece)] = piece, mask[start : start + ONLINE_ROWS]
+        if mesh is not None:
+            rows, part = shard_rows(rows, mesh), shard_rows(part, mesh)
         stats, ll = _latent_e_step(module, params, hyper, summary, rows, part)
         stats = jax.tree.map(lambda a: np.asarray(a, np.float64), stats)
         total = stats if total is None else jax.tree.map(np.add, total, stats)
@@ -138,6 +143,7 @@ def _latent_chunk_stats(module, params, hyper, Z, observed, dtype):
 class OnlineGaussianLatentMixin:
     """``partial_fit`` by stepwise EM for a Gaussian latent estimator (PPCA, FA)."""
 
+    @fill_doc
     def partial_fit(self, X, y=None):
         """Update the model with one chunk of rows by stepwise (online) EM.
 
@@ -149,20 +155,7 @@ class OnlineGaussianLatentMixin:
         average (Cappe & Moulines 2009).  NaN entries are missing values.  ``fit``
         ends a stream: a later ``partial_fit`` starts a new one from its chunk.
 
-        Online EM assumes exchangeable chunks (rows in random order).  A stream
-        sorted by cluster or time is fitted toward its recent chunks and can settle
-        in a poor optimum: shuffle such a source, or use ``fit`` on it (exact EM over
-        row chunks, :class:`~latentlab.inference.chunked.RowChunks`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            One chunk of the stream; later chunks must have the same features.
-        y : ignored
-
-        Returns
-        -------
-        self
+        {partial_fit_chunks}
         """
         name = type(self).__name__
         decay = check_learning_decay(self.learning_decay)
@@ -185,7 +178,8 @@ class OnlineGaussianLatentMixin:
                 params, hyper = self._online_params(state, dtype)
                 step = int(self.n_iter_)
             Z = np.where(observed, (X - state["shift"]) / state["unit"], 0.0)
-            stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype)
+            mesh = row_mesh(getattr(self, "devices", None))
+            stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh)
             # log p(x) = log p(z) - sum over observed entries of log unit_j
             loglik -= float(observed.sum(axis=0) @ np.log(state["unit"]))
             eta = step_size(step, decay)
@@ -208,10 +202,7 @@ class OnlineGaussianLatentMixin:
         shift, variance = _pilot(X, observed)
         typical = np.mean(variance) if np.any(variance > 0) else 1.0
         variance = np.where(variance > 0, variance, typical)
-        if hasattr(self, "_set_feature_scale"):  # FA: per-feature unit variance
-            unit = np.sqrt(variance)
-        else:  # PPCA: equivariant under one global scale only
-            unit = np.ones_like(variance)
+        unit = self._feature_units(variance)  # FA: standard deviations; PPCA: ones
         hyper = self._hyper(variance / unit**2, dtype)
         Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
         start = _latent_start(
@@ -241,16 +232,13 @@ class OnlineGaussianLatentMixin:
         """The fitted attributes ``fit`` would set, from the unrotated state."""
         module = self._module
         unit = state["unit"]
-        if hasattr(self, "_set_feature_scale"):
-            self._set_feature_scale(unit**2)  # _finish's canonical form, in unit variance
-            out = module.rescale(params, unit)
-        else:
-            out = params
+        # back from the fit's units (all 1 for PPCA, whose rescale takes one number)
+        out = module.rescale(params, unit) if np.any(unit != 1.0) else params
         out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
         out = out._replace(mu=out.mu + state["shift"])
         self.online_state_ = state
         self.n_components_ = K
-        self.params_ = self._finish(out, hyper)
+        self.params_ = self._finish(out, hyper, unit)
         self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + int(n_rows)
         self.n_iter_ = (0 if first else self.n_iter_) + 1
         # each chunk's mean log-likelihood under the parameters before its update
@@ -302,6 +290,7 @@ def _jit_starts(make_starts):
 class OnlineMixtureMixin:
     """``partial_fit`` by stepwise EM for :class:`latentlab.GaussianMixture`."""
 
+    @fill_doc
     def partial_fit(self, X, y=None):
         """Update the mixture with one chunk of rows by stepwise (online) EM.
 
@@ -315,20 +304,7 @@ class OnlineMixtureMixin:
         ``n_init`` and ``warm_start`` do not apply; ``fit`` ends a stream, and a later
         ``partial_fit`` starts a new one from its chunk.
 
-        Online EM assumes exchangeable chunks (rows in random order).  A stream
-        sorted by cluster or time is fitted toward its recent chunks and can settle
-        in a poor optimum: shuffle such a source, or use ``fit`` on it (exact EM over
-        row chunks, :class:`~latentlab.inference.chunked.RowChunks`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            One chunk of the stream; later chunks must have the same features.
-        y : ignored
-
-        Returns
-        -------
-        self
+        {partial_fit_chunks}
         """
         from latentlab._chunk_tasks import mixture_rows
         from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
@@ -365,6 +341,7 @@ class OnlineMixtureMixin:
                 covariance_type=ctype,
                 dtype=dtype,
                 rows_per_call=rows,
+                mesh=row_mesh(self.devices),
             )
             moments = _centred_moments(
                 count, sum_dx, sum_dxx, np.asarray(params.means, np.float64), X.shape[0], ctype
@@ -420,7 +397,7 @@ class OnlineMixtureMixin:
 
         n, d = X.shape
         shift, _ = _pilot(X, observed)
-        unit = self._feature_scale(np.where(observed, X - shift, 0.0), observed)
+        unit = self._standardising_units(np.where(observed, X - shift, 0.0), observed)
         Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
         weights, means, scale = self._user_init(K, d, shift, unit)
         rng = check_random_state(self.random_state)

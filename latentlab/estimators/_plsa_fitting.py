@@ -9,11 +9,50 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_random_state
 
-from latentlab.estimators._plsa_programs import _driver, _pad_topics, _padded_topics
+from latentlab.estimators._plsa_programs import (
+    _DRIVERS,
+    _driver,
+    _pad_topics,
+    _padded_topics,
+)
 from latentlab.estimators.base import to_numpy
+from latentlab.inference.sharding import pad_axis, row_mesh, shard_fields, shard_rows
 from latentlab.models import plsa
 
 __all__ = ["PLSAFittingMixin"]
+
+
+def _sharded(starts: plsa.Params, corpus: plsa.Corpus, K: int, devices):
+    """The starts' theta and the corpus's rows and nonzeros split over ``devices``
+    (:mod:`latentlab.inference.sharding`); the program is unchanged.
+
+    Rows and nonzeros are added up to a multiple of the device count as the corpus's
+    own padding is: documents without counts whose theta is uniform over the real
+    topics (the M-step's fixed point for an empty document, so SQUAREM's step lengths
+    do not see them), and entries of count 0 in the last document (the document
+    index stays sorted, as ``doc_sum`` promises the segment sum).
+    """
+    mesh = row_mesh(devices)
+    theta = np.asarray(starts.theta)
+    extra = -theta.shape[1] % mesh.size
+    padding = np.zeros((theta.shape[0], extra, theta.shape[2]), theta.dtype)
+    padding[..., :K] = 1.0 / K
+    theta = np.concatenate([theta, padding], axis=1)
+    n_docs = theta.shape[1]
+    corpus = corpus._replace(
+        doc_mask=pad_axis(corpus.doc_mask, 0, mesh.size),
+        dense=None if corpus.dense is None else pad_axis(corpus.dense, 0, mesh.size),
+    )
+    if corpus.doc.size:
+        pad = -corpus.doc.size % mesh.size
+        corpus = corpus._replace(
+            doc=np.concatenate([corpus.doc, np.full(pad, n_docs - 1, corpus.doc.dtype)]),
+            word=pad_axis(corpus.word, 0, mesh.size),
+            count=pad_axis(corpus.count, 0, mesh.size),
+        )
+    fields = ("dense", "doc_mask", "doc", "word", "count")
+    theta = shard_rows(theta, mesh, axis=1)
+    return starts._replace(theta=theta), shard_fields(corpus, fields, devices, axis=0)
 
 
 class PLSAFittingMixin:
@@ -35,19 +74,28 @@ class PLSAFittingMixin:
             phi[:] = phi0
         return plsa.Params(theta.astype(dtype), phi.astype(dtype))
 
-    def _fit_em(self, corpus, starts, scale, K, dtype):
+    def _fit_em(self, corpus, starts, scale, K, dtype, chunked=None):
         """EM and the last fold-in as one compiled program, with the topics padded to
-        :func:`topic_bucket`; NumPy outputs (padding included)."""
+        :func:`topic_bucket`; NumPy outputs (padding included).  ``chunked``: the
+        chunked route's ``(e_step, n_topics, work, fold_in)`` (the counts on the host)."""
         tempered = self.tempering != 1
         e_step, m_step, _, _ = plsa.step_functions(tempered)
-        n_topics = _padded_topics(corpus, K)
+        if chunked is None:
+            n_topics = _padded_topics(corpus, K)
+            program, fold_in = _driver("fit", corpus, n_topics), None
+        else:
+            e_step, n_topics, work, fold_in = chunked
+            program = _DRIVERS["fit"].for_work(work)
         starts = plsa.Params(*_pad_topics(starts.theta, starts.phi, n_topics))
         dtype = np.dtype(dtype)
+        starts = plsa.Params(starts.theta.astype(dtype), starts.phi.astype(dtype))
+        if chunked is None and self.devices is not None:
+            starts, corpus = _sharded(starts, corpus, K, self.devices)
         # run_em stops when |change| <= tol * n_samples: pass the relative rule's scale
-        theta, phi, trace, n_iter, converged, objective = _driver("fit", corpus, n_topics)(
+        theta, phi, trace, n_iter, converged, objective = program(
             e_step,
             m_step,
-            plsa.Params(starts.theta.astype(dtype), starts.phi.astype(dtype)),
+            starts,
             corpus,
             self._hyper(dtype, K, n_topics),
             np.asarray(scale, dtype),
@@ -57,6 +105,7 @@ class PLSAFittingMixin:
             accelerate=bool(self.accelerate),
             verbose=int(self.verbose),
             tempered=tempered,
+            fold_in=fold_in,
         )
         n_iter = int(n_iter)
         trace = to_numpy(trace)[:n_iter]  # a NumPy slice: no compile per length

@@ -15,13 +15,12 @@ from latentlab.estimators._plsa_programs import (
     FOLD_IN_MAX_ITER,
     FOLD_IN_TOL,
     _corpus,
-    _doc_sums,
     _driver,
-    _log_coefficients,
     _pad_topics,
     _padded_topics,
 )
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
+from latentlab.models import plsa
 
 __all__ = ["FoldInMixin"]
 
@@ -63,7 +62,7 @@ class FoldInMixin:
         phi = self.params_["phi"]
         impossible_words = phi.sum(axis=0) <= 0
         hit = impossible_words[csr.indices]
-        impossible_docs = _doc_sums(hit.astype(float), csr) > 0
+        impossible_docs = plsa.doc_sums(hit.astype(float), csr) > 0
         if hit.any():
             csr = csr.copy()
             csr.data[hit] = 0.0
@@ -78,14 +77,33 @@ class FoldInMixin:
             _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)
             hyper = self._hyper(dtype, K, n_topics)
             theta, doc_loglik, _, converged = self._fold_in(corpus, phi, hyper)
+        n = csr.shape[0]
+        return self._fold_in_result(theta[:n, :K], doc_loglik[:n], impossible_docs, converged)
+
+    def _fold_in_source(self, source):
+        """:meth:`_fold_in_new` for a chunked source (memmap, h5py, zarr, Dask): theta
+        (n, K), sum x log p and the multinomial coefficient per document, and the
+        number of tokens; the same fold-in program as in memory, the counts read in
+        chunks."""
+        from latentlab.estimators._plsa_chunked import fold_in_source
+
+        check_is_fitted(self)
+        theta, doc_loglik, coefficients, impossible_docs, converged, tokens = fold_in_source(
+            self, source
+        )
+        theta, doc_loglik = self._fold_in_result(theta, doc_loglik, impossible_docs, converged)
+        return theta, doc_loglik, coefficients, tokens
+
+    @staticmethod
+    def _fold_in_result(theta, doc_loglik, impossible_docs, converged):
+        """Warnings for a fold-in, and -inf for the documents it cannot explain."""
         if not converged:
             warnings.warn(
                 "PLSA fold-in did not converge",
                 ConvergenceWarning,
                 skip_file_prefixes=LATENTLAB_FILES,
             )
-        n = csr.shape[0]
-        doc_loglik = np.where(impossible_docs, -np.inf, doc_loglik[:n])
+        doc_loglik = np.where(impossible_docs, -np.inf, doc_loglik)
         if impossible_docs.any():
             warnings.warn(
                 f"{impossible_docs.sum()} document(s) contain words with probability 0 under "
@@ -94,7 +112,7 @@ class FoldInMixin:
                 UserWarning,
                 skip_file_prefixes=LATENTLAB_FILES,
             )
-        return theta[:n, :K].copy(), doc_loglik
+        return theta.copy(), doc_loglik
 
     def _completion(self, X, fraction, random_state):
         check_is_fitted(self)
@@ -144,8 +162,8 @@ class FoldInMixin:
                 skip_file_prefixes=LATENTLAB_FILES,
             )
         with np.errstate(divide="ignore"):
-            loglik = _doc_sums(scored.data * np.log(probability), scored)
-        return loglik, _log_coefficients(scored), np.asarray(scored.sum(axis=1)).ravel()
+            loglik = plsa.doc_sums(scored.data * np.log(probability), scored)
+        return loglik, plsa.log_coefficients(scored), np.asarray(scored.sum(axis=1)).ravel()
 
     def completion_log_likelihood(self, X, *, fraction=0.5, random_state=None) -> np.ndarray:
         """Held-out log-likelihood by document completion; shape (n_documents,).

@@ -37,8 +37,6 @@ from sklearn.base import clone
 from latentlab.estimators._online import check_learning_decay, step_size
 from latentlab.estimators._plsa_programs import (
     _corpus,
-    _doc_sums,
-    _log_coefficients,
     _pad_topics,
     _padded_topics,
 )
@@ -139,7 +137,7 @@ class OnlinePLSAMixin:
         self.doc_lengths_ = np.asarray(csr.sum(axis=1), np.float64).ravel()
         self.n_samples_seen_ = seen
         self.n_iter_ = step + 1
-        loglik = float(np.sum(doc_loglik + _log_coefficients(csr))) / n_docs
+        loglik = float(np.sum(doc_loglik + plsa.log_coefficients(csr))) / n_docs
         previous = np.zeros(0) if first else self.log_likelihoods_
         self.log_likelihoods_ = np.append(previous, loglik)
         self.converged_ = False  # online EM has no convergence test
@@ -150,7 +148,7 @@ class OnlinePLSAMixin:
         document (no coefficient), and the expected topic-word counts n_kw (K, W)."""
         unseen = phi.sum(axis=0) <= 0  # words the stream had not shown: probability 0
         hit = unseen[csr.indices]
-        impossible = _doc_sums(hit.astype(float), csr) > 0
+        impossible = plsa.doc_sums(hit.astype(float), csr) > 0
         known = csr
         if hit.any():
             known = csr.copy()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import gammaln
 
 from latentlab.inference.em import run_em
 from latentlab.inference.programs import Program
@@ -27,18 +26,36 @@ FOLD_IN_TOL = 1e-10
 FOLD_IN_MAX_ITER = 1000
 
 
-def em_then_last_fold_in(
-    e_step, m_step, starts, data, hyper, scale, tol, *, max_iter, accelerate, verbose, fold_in
+def _fit_program(
+    e_step,
+    m_step,
+    starts,
+    corpus,
+    hyper,
+    scale,
+    tol,
+    fold_in_tol,
+    *,
+    max_iter,
+    accelerate,
+    verbose,
+    tempered,
+    fold_in=None,
 ):
-    """EM from ``starts``, then ``fold_in(theta0, phi) -> (theta, objective)`` at the
-    fitted topics from the uniform: the body of every pLSA fit program (in memory and
-    on the chunked route).  Returns ``(theta, phi, trace, n_iter, converged,
-    objective)``, the objective at (theta, phi)."""
+    """EM from ``starts``, then the last fold-in at the fitted topics: one program.
+    Returns ``(theta, phi, trace, n_iter, converged, objective)``, the objective at
+    (theta, phi).
+
+    ``run_em`` is traced into this program, so a fit is one compilation (two programs
+    cost a second compilation and its overhead on every new shape).  ``fold_in``:
+    ``fold_in(theta0, corpus, phi, hyper, tol) -> (theta, objective)`` where the counts
+    are not in ``corpus`` (the chunked route); None: :func:`plsa.fold_in`.
+    """
     result = run_em(
         e_step,
         m_step,
         starts,
-        data,
+        corpus,
         hyper,
         scale,
         tol,
@@ -55,51 +72,14 @@ def em_then_last_fold_in(
     # uniform): EM leaves proportions near 0 that multiplicative updates regrow or
     # shrink only slowly, and from EM's theta alone fold-in stalls on them.
     theta = jnp.broadcast_to(_uniform_topics(hyper, theta.shape[-1], theta.dtype), theta.shape)
-    theta, objective = fold_in(theta, phi)
-    return theta, phi, result.trace, result.n_iter, result.converged, objective
-
-
-def _fit_program(
-    e_step,
-    m_step,
-    starts,
-    corpus,
-    hyper,
-    scale,
-    tol,
-    fold_in_tol,
-    *,
-    max_iter,
-    accelerate,
-    verbose,
-    tempered,
-):
-    """EM from ``starts``, then the last fold-in at the fitted topics: one program.
-
-    ``run_em`` is traced into this program, so a fit is one compilation (two programs
-    cost a second compilation and its overhead on every new shape).
-    """
-
-    def last_fold_in(theta, phi):
+    if fold_in is None:
         fixed = plsa.fold_in_hyper(phi, corpus, hyper)
         theta, _, objective, _, _ = plsa.fold_in(
             theta, corpus, fixed, fold_in_tol, max_iter=FOLD_IN_MAX_ITER, tempered=tempered
         )
-        return theta, objective
-
-    return em_then_last_fold_in(
-        e_step,
-        m_step,
-        starts,
-        corpus,
-        hyper,
-        scale,
-        tol,
-        max_iter=max_iter,
-        accelerate=accelerate,
-        verbose=verbose,
-        fold_in=last_fold_in,
-    )
+    else:
+        theta, objective = fold_in(theta, corpus, phi, hyper, fold_in_tol)
+    return theta, phi, result.trace, result.n_iter, result.converged, objective
 
 
 def _uniform_topics(hyper: plsa.Hyper, n_topics: int, dtype):
@@ -130,7 +110,15 @@ def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
 _DRIVERS = {
     "fit": Program(
         _fit_program,
-        static_argnames=("e_step", "m_step", "max_iter", "accelerate", "verbose", "tempered"),
+        static_argnames=(
+            "e_step",
+            "m_step",
+            "max_iter",
+            "accelerate",
+            "verbose",
+            "tempered",
+            "fold_in",
+        ),
     ),
     "fold_in": Program(_fold_in_program, static_argnames=("max_iter", "tempered")),
 }
@@ -192,18 +180,6 @@ def _fold_in_rows(n: int) -> int:
     return bucket(n, 32)
 
 
-def _doc_sums(values, csr):
-    """Per-document sums of per-nonzero ``values`` (CSR order)."""
-    doc = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-    return np.bincount(doc, weights=values, minlength=csr.shape[0])
-
-
-def _log_coefficients(csr):
-    """log N_d! - sum_w log x_dw!, per document: the multinomial coefficient."""
-    lengths = np.asarray(csr.sum(axis=1)).ravel()
-    return gammaln(lengths + 1.0) - _doc_sums(gammaln(csr.data + 1.0), csr)
-
-
 # The EM E-step uses dense matrix products (O(D W K) multiply-adds) instead of gathers
 # and scatters at the nonzeros (O(nnz K), each several times dearer on CPU) when the
 # corpus has at least this share of nonzeros, and the dense matrix stays small.
@@ -259,5 +235,5 @@ def _corpus(csr, dtype, dense=None, *, nonzeros=None, new_documents=False) -> pl
     else:
         doc, word, count = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, dtype)
     doc_mask = np.concatenate([np.ones(D), np.zeros(n_docs - D)]).astype(dtype)
-    log_coefficient = np.asarray(_log_coefficients(csr).sum(), dtype)
+    log_coefficient = np.asarray(plsa.log_coefficients(csr).sum(), dtype)
     return plsa.Corpus(doc, word, count, doc_mask, log_coefficient, matrix)

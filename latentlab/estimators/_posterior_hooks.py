@@ -102,9 +102,12 @@ def _observed_data(est, X):
 # ----------------------------------------------------------------------------- builders
 
 
-def _problem(est, spec, data, prior, **options) -> PosteriorProblem:
-    """The problem of ``est``'s fit (its ``model_`` and ``params_``) on ``data``."""
+def _problem(est, spec, data, prior, mask=None, **options) -> PosteriorProblem:
+    """The problem of ``est``'s fit (its ``model_`` and ``params_``) on ``data``, whose
+    observed entries are ``mask`` (None: a declaration without missing entries)."""
     use_prior = _resolve_prior(est, spec, prior)
+    if mask is not None:
+        options["has_missing"] = not mask.all()
     return build_problem(spec, est.model_, data, est.params_, use_prior=use_prior, **options)
 
 
@@ -116,7 +119,7 @@ def _gaussian_latent_problem(est, spec, X, prior, settings=None) -> PosteriorPro
         spec,
         (X,),
         prior,
-        has_missing=not mask.all(),
+        mask,
         standardisation=_standardisation(est, {"feature": slice(None)}),
         settings=settings,
         coords=_feature_coords(est, X.shape[1]),
@@ -161,7 +164,7 @@ def supervised_problem(est, X, y=None, prior=None) -> PosteriorProblem:
         spec,
         (X, Y),
         prior,
-        has_missing=not mask.all(),
+        mask,
         standardisation=_standardisation(
             est, {"feature": slice(None, d_x), "target": slice(d_x, None)}
         ),
@@ -179,15 +182,8 @@ def mixture_problem(est, X, y=None, prior=None) -> PosteriorProblem:
     coords = _feature_coords(est, d)
     coords["feature_bis"] = coords["feature"]
     pooled = gmm.pooled_covariance(est.params_["scale"], est.covariance_type, d)
-    return _problem(
-        est,
-        spec,
-        (X,),
-        prior,
-        has_missing=not mask.all(),
-        coords=coords,
-        component_metric=np.linalg.inv(pooled),
-    )
+    metric = np.linalg.inv(pooled)  # components matched in the pooled Mahalanobis metric
+    return _problem(est, spec, (X,), prior, mask, coords=coords, component_metric=metric)
 
 
 def topic_problem(est, X, y=None, prior=None) -> PosteriorProblem:
@@ -213,13 +209,7 @@ def topic_problem(est, X, y=None, prior=None) -> PosteriorProblem:
     spec = plsa.posterior_spec(est.n_components_, smoothed=smoothed)
     vocabulary = est.vocabulary_
     words = list(vocabulary) if vocabulary is not None else list(range(counts.shape[1]))
-    return _problem(
-        est,
-        spec,
-        (counts,),
-        prior,
-        coords={"word": words},
-    )
+    return _problem(est, spec, (counts,), prior, coords={"word": words})
 
 
 def default_problem(est, X, y=None, prior=None) -> PosteriorProblem:

@@ -158,7 +158,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         # log joint of (W/scale, alpha*scale^2) vs (W, alpha): + dK log s - 2K log s
         return (n_features - 2) * n_components * np.log(scale)
 
-    def _finish(self, params, hyper):
+    def _finish(self, params, hyper, units):
         # the data's mean feature variance, the unit of the hyperprior rate b
         self.reference_variance_ = float(hyper.b) / self.alpha_b
         # No rotation to principal axes here: unlike the likelihood, the ARD prior is

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import ArrayLike, Boolean, Integer, Options, scale_settings
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._online import OnlineGaussianLatentMixin
@@ -36,6 +37,7 @@ def _log_jacobian(counts, scale):
     return float(np.sum(np.asarray(counts, np.float64) * np.log(scale)))
 
 
+@fill_doc(rows_per_call="1024 rows with missing entries")
 class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     """Factor analysis: ``x = W z + mu + eps``, ``z ~ N(0, I_K)``, ``eps ~ N(0, diag(psi))``.
 
@@ -68,10 +70,9 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         progress and the next one much more, so stopping at 1e-8 (PPCA's default) can
         leave a few 1e-9 nats per row, more than scikit-learn leaves at the same tol;
         the few extra O(d^2 K) iterations are cheap.
-    max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype, verbose, learning_decay
+    max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype
         As for :class:`latentlab.PPCA`.
-    chunk_size, devices
-        As for :class:`latentlab.PPCA`.
+    {streaming_em_parameters}
     noise_variance_init : array of shape (n_features,) or None, default=None
         The noise variances psi that EM starts from (with the loadings of the PCA
         solution), as scikit-learn's parameter; None: each feature's variance left
@@ -102,10 +103,11 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     noise_variance_ : ndarray (n_features,)
         Feature-specific variances psi.  A value at its floor (1e-6 of the feature's
         variance) is a Heywood case and triggers a warning.
-    mean_, log_likelihoods_, n_iter_, converged_, params_, model_
+    mean_, log_likelihoods_, n_iter_, converged_, params_
         As for :class:`latentlab.PPCA`; ``params_`` has ``W``, ``mu``, ``psi``.
     loglike_ : list of float
         ``log_likelihoods_`` under scikit-learn's name.
+    {streaming_em_attributes}
 
     Examples
     --------
@@ -191,8 +193,14 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     # non-finite values, and makes the fit (start, step sizes, canonical rotation)
     # depend on the units.
 
+    def _feature_units(self, column_variance):
+        """Each feature's standard deviation: the unit FA is fitted in."""
+        # column_variance is positive: the base class gives constant features the
+        # typical variance
+        return np.sqrt(np.asarray(column_variance, np.float64))
+
     def _fit_em(self, data, n, K, column_variance, hyper):
-        scale = self._set_feature_scale(column_variance)
+        scale = self._feature_units(column_variance)
         s = scale.astype(data.X.dtype)  # on the host: NumPy in, NumPy out
         unit_hyper = fa.Hyper(variance_floor=hyper.variance_floor / s**2)
         if self.noise_variance_init is not None:  # the EM start's psi, in unit variance
@@ -222,7 +230,7 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         return list(self.log_likelihoods_)
 
     def _fit_svi(self, Xc, mask, K, column_variance):
-        scale = self._set_feature_scale(column_variance)
+        scale = self._feature_units(column_variance)
         params, trace, n_iter, converged = super()._fit_svi(
             Xc / scale, mask, K, np.ones_like(scale)
         )
@@ -230,17 +238,11 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         s = jnp.asarray(scale, params.W.dtype)
         return fa.rescale(params, s), trace - _log_jacobian(counts, scale), n_iter, converged
 
-    def _set_feature_scale(self, column_variance):
-        # column_variance is positive: the base class gives constant features the
-        # typical variance
-        self._feature_scale = np.sqrt(np.asarray(column_variance, np.float64))
-        return self._feature_scale
-
-    def _finish(self, params, hyper):
+    def _finish(self, params, hyper, units):
         # The canonical form (principal axes, order, signs) is chosen in standardised
         # units, so it does not depend on the features' units; a rotation, as in
         # scikit-learn, acts on the loadings in the data's units.
-        s = self.__dict__.pop("_feature_scale")[:, None]  # scratch of this fit only
+        s = np.asarray(units, np.float64)[:, None]
         W = orient_columns(to_numpy(canonical_loadings(params.W / s))) * s
         if self.rotation is not None and W.shape[1] > 0:
             gamma = 1.0 if self.rotation == "varimax" else 0.0

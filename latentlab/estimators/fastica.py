@@ -21,7 +21,12 @@ from latentlab._settings import (
     RandomState,
     Real,
 )
-from latentlab._validation import check_codes, check_data, check_n_components
+from latentlab._validation import (
+    check_codes,
+    check_data,
+    check_n_components,
+    check_start_array,
+)
 from latentlab.closed_form import ica
 from latentlab.closed_form.pca import pca_inverse_transform, pca_transform
 from latentlab.closed_form.whitening import WHITENING_SOLVERS
@@ -191,14 +196,9 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
             # scikit-learn's draw, so an integer random_state gives its start too
             w_init = check_random_state(self.random_state).normal(size=(k, k))
         else:
-            w_init = np.asarray(self.w_init, dtype=np.float64)
-            if w_init.shape != (k, k):
-                raise ValueError(
-                    f"w_init has shape {w_init.shape}; expected (n_components, n_components) "
-                    f"= ({k}, {k})"
-                )
-            if not np.all(np.isfinite(w_init)):
-                raise ValueError("w_init has NaN or infinite values")
+            w_init = check_start_array(
+                "w_init", self.w_init, (k, k), "(n_components, n_components)"
+            )
         return whiten, k, int(max_iter), float(tol), w_init
 
     # -- fitting ---------------------------------------------------------------------

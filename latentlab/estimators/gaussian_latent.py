@@ -306,7 +306,7 @@ class GaussianLatentEstimator(
         # the shift's ulp (8 for a mean of 1e8).
         params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
         self._end_fit(
-            self._finish(params, hyper),
+            self._finish(params, hyper, self._feature_units(column_variance)),
             trace,
             n_iter,
             converged,
@@ -315,8 +315,15 @@ class GaussianLatentEstimator(
         self._warn_after_fit(hyper)
         return self
 
-    def _finish(self, params, hyper) -> dict:
-        """Fitted parameters as a dict of NumPy arrays, loadings in canonical form."""
+    def _feature_units(self, column_variance) -> np.ndarray:
+        """The unit of each feature the fit works in (d,).  Ones: these models are
+        equivariant under one global scale only; FactorAnalysis, equivariant under a
+        scale per feature, overrides it."""
+        return np.ones(np.shape(column_variance), np.float64)
+
+    def _finish(self, params, hyper, units) -> dict:
+        """Fitted parameters as a dict of NumPy arrays, loadings in canonical form;
+        ``units`` are the fit's :meth:`_feature_units`, where a subclass chooses that form."""
         params = params._replace(W=canonical_loadings(params.W))
         return {name: to_numpy(value) for name, value in params._asdict().items()}
 

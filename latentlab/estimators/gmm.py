@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.base import DensityMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import (
     ArrayLike,
     Boolean,
@@ -65,6 +66,7 @@ INIT_METHODS = ("kmeans", "k-means++", "random", "random_from_data")
 METHODS = ("em", "map", "svi")
 
 
+@fill_doc(rows_per_call="2048 complete rows")
 class GaussianMixture(
     OnlineMixtureMixin,
     MixtureFittingMixin,
@@ -147,25 +149,7 @@ class GaussianMixture(
     learning_rate : float, default=0.05
         Initial Adam step size (decays to 1e-3 over ``svi_steps``).
     dtype : {"float64", "float32"}, default="float64"
-    verbose : int, default=0
-        If > 0, print the EM objective every ``verbose`` iterations.
-    learning_decay : float in (0.5, 1], default=0.7
-        Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
-        statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
-        ``LatentDirichletAllocation`` name and default for the same exponent).
-    chunk_size : int or None, default=None
-        Rows per chunk on the chunked routes (a Dask array, an h5py/zarr array, a large
-        ``np.memmap``, :class:`~latentlab.inference.chunked.RowChunks`): rows read and
-        passed through the compiled chunk functions at a time (at most 2048 complete
-        rows per call).  None: about 16 MB of float64 rows, or a Dask array's largest
-        row block.  In-memory fits ignore it.  The fit does not depend on it beyond
-        round-off.
-    devices : None, "all" or list of jax devices (or their ids), default=None
-        Devices that EM's per-row E-step is split over (rows sharded with
-        ``jax.sharding``, parameters replicated, row sums all-reduced); None: JAX's
-        default device.  ``"all"`` is ``jax.devices()``, which after
-        ``jax.distributed.initialize()`` spans every host.  Used by ``method="em"`` on
-        in-memory and out-of-core data (a Dask array is distributed by Dask instead).
+    {streaming_em_parameters}
 
     Attributes
     ----------
@@ -190,14 +174,7 @@ class GaussianMixture(
     params_ : dict
         Fitted values by NumPyro site name: ``weights``, ``means``, ``scale`` (Cholesky
         factors or standard deviations, see :mod:`latentlab.models.gmm`).
-    model_ : callable
-        The NumPyro model with its static settings bound; ``model_(X)``.
-    n_samples_seen_, online_state_ : int, dict
-        Set by :meth:`partial_fit` (stepwise EM): rows seen in the stream, and its
-        running statistics and unrotated parameters.  After ``partial_fit``,
-        ``log_likelihoods_`` holds each chunk's mean log-likelihood under the
-        parameters before its update, ``n_iter_`` counts chunks and ``converged_`` is
-        False.
+    {streaming_em_attributes}
 
     Notes
     -----
@@ -341,7 +318,7 @@ class GaussianMixture(
         # feature at unit variance the starts (k-means), SQUAREM's step length and the
         # covariance floor do not depend on the data's units, so neither does the fit.
         # Starts are made from data with missing entries at their column means.
-        unit = self._feature_scale(np.where(observed, X - shift, 0.0), observed)
+        unit = self._standardising_units(np.where(observed, X - shift, 0.0), observed)
         Z = np.where(observed, (X - shift) / unit, 0.0)
         if previous is None:
             weights, means, scale = self._user_init(K, d, shift, unit)

@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import isomap as cf
@@ -146,6 +147,7 @@ def radius_neighbors_of(Q, R, radius: float):
     return distances, indices
 
 
+@fill_doc
 class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     """Isomap embedding (Tenenbaum, de Silva & Langford 2000).
 
@@ -190,8 +192,7 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
     kernel_grand_mean_ : float
     X_fit_ : ndarray (n_samples, n_features)
         A copy of the training data (new points' neighbours are found among them).
-    solver_ : str
-        The eigensolver used.
+    {solver_attribute}
     n_features_in_ : int
 
     Notes

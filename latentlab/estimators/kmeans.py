@@ -9,7 +9,7 @@ from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import ArrayLike, Dtype, Integer, Options, RandomState, Real
-from latentlab._validation import check_data
+from latentlab._validation import check_data, check_start_array
 from latentlab.closed_form import kmeans as km
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
@@ -105,14 +105,9 @@ class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
             raise ValueError(f"n_clusters={k} exceeds n_samples={n_samples}")
         init = None
         if not isinstance(self.init, str):
-            init = np.asarray(self.init, dtype=np.float64)
-            if init.shape != (k, n_features):
-                raise ValueError(
-                    f"init array has shape {init.shape}; expected (n_clusters, n_features) "
-                    f"= ({k}, {n_features})"
-                )
-            if not np.all(np.isfinite(init)):
-                raise ValueError("init array has NaN or infinite values")
+            init = check_start_array(
+                "init array", self.init, (k, n_features), "(n_clusters, n_features)"
+            )
             n_init = 1  # a given start is one run
         return int(k), int(n_init), int(max_iter), float(tol), init
 

@@ -9,6 +9,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import lle as cf
@@ -25,6 +26,7 @@ __all__ = ["LocallyLinearEmbedding"]
 EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
 
 
+@fill_doc
 class LocallyLinearEmbedding(
     FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
 ):
@@ -52,9 +54,7 @@ class LocallyLinearEmbedding(
         the same shift-invert with a dense Cholesky and block Lanczos on the device.
         The iterative solvers fall back to dense if they do not converge.
         ``"auto"``: arpack above 200 samples, dense below.
-    random_state : int, RandomState or None, default=None
-        Seeds the ARPACK start vector or the Lanczos start block.
-    dtype : {"float64", "float32"}, default="float64"
+    {eigensolver_seed}
 
     Attributes
     ----------
@@ -66,7 +66,7 @@ class LocallyLinearEmbedding(
         ``sum(eigenvalues_)``, the LLE cost of the embedding.
     X_fit_ : ndarray (n_samples, n_features)
         A copy of the training data (new points' neighbours are found among them).
-    solver_ : str
+    {solver_attribute}
     n_features_in_ : int
 
     Examples

@@ -86,7 +86,9 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     accelerate : bool, default=True
         Frobenius: each iteration repeats the cheap pass of W's (then H's) update on
         the same ``X H^T`` and ``H H^T`` until it stalls (Gillis & Glineur 2012), so
-        fewer products with X reach a given objective.  False: scikit-learn's
+        fewer products with X reach a given objective; with ``solver="cd"`` each
+        update also starts from an extrapolation of the last two iterates, restarted
+        when the objective rises (Ang & Gillis 2019).  False: scikit-learn's
         algorithm, iterate for iterate.  (KL always takes the updates described
         above: each needs a new ratio matrix, so repeating them gains nothing.)
     dtype : {"float64", "float32"}, default="float64"

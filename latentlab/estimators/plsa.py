@@ -36,6 +36,7 @@ from latentlab._settings import (
     RandomState,
     Real,
     Verbose,
+    scale_settings,
 )
 from latentlab._validation import check_positive_int
 from latentlab.estimators import _posterior_hooks
@@ -44,7 +45,6 @@ from latentlab.estimators._plsa_fold_in import FoldInMixin
 from latentlab.estimators._plsa_online import OnlinePLSAMixin
 from latentlab.estimators._plsa_programs import (
     _corpus,
-    _log_coefficients,
     _tolerance_scale,
 )
 from latentlab.estimators.base import (
@@ -55,9 +55,20 @@ from latentlab.estimators.base import (
     to_numpy,
     warn_not_converged,
 )
+from latentlab.inference.chunked import is_dask, row_source
 from latentlab.models import plsa
 
 __all__ = ["PLSA"]
+
+
+def _as_rows(values: np.ndarray, X):
+    """Per-document ``values`` as X holds its rows: a Dask array with X's row chunks."""
+    if not is_dask(X):
+        return values
+    import dask.array as da
+
+    return da.from_array(values, chunks=(X.chunks[0], *values.shape[1:]))
+
 
 METHODS = ("em", "map", "svi")
 
@@ -141,6 +152,19 @@ class PLSA(
         Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
         topic-word statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
         ``LatentDirichletAllocation`` name).
+    chunk_size : int or None, default=None
+        Documents per chunk on the chunked routes (a Dask array, an h5py/zarr array, a
+        large ``np.memmap``, :class:`~latentlab.inference.chunked.RowChunks`) of
+        :meth:`fit`, :meth:`transform` and the scores.  None: about 16 MB of float64
+        rows, or a Dask array's largest row block.  In-memory fits ignore it; the
+        results do not depend on it beyond round-off.
+    devices : None, "all" or list of jax devices (or their ids), default=None
+        Devices that ``method="em"`` on in-memory counts splits its documents over
+        (rows of theta and of the counts sharded with ``jax.sharding``, topics
+        replicated, topic-word sums all-reduced), the last fold-in included; None:
+        JAX's default device.  ``"all"`` is ``jax.devices()``, which after
+        ``jax.distributed.initialize()`` spans every host.  The chunked routes run on
+        the default device (a Dask array is distributed by Dask instead).
 
     Attributes
     ----------
@@ -200,6 +224,7 @@ class PLSA(
         "verbose": Verbose(),
         "vocabulary": InstanceOf(Iterable, "a sequence of words") | None,
         "learning_decay": Real(0.5, 1, closed="right"),
+        **scale_settings(),
     }
 
     def __init__(
@@ -223,6 +248,8 @@ class PLSA(
         verbose=0,
         vocabulary=None,
         learning_decay=0.7,
+        chunk_size=None,
+        devices=None,
     ):
         self.n_components = n_components
         self.method = method
@@ -242,6 +269,8 @@ class PLSA(
         self.verbose = verbose
         self.vocabulary = vocabulary
         self.learning_decay = learning_decay
+        self.chunk_size = chunk_size
+        self.devices = devices
 
     # -- validation ---------------------------------------------------------------------
 
@@ -280,6 +309,22 @@ class PLSA(
                 "Drop them; a document needs at least one token."
             )
         return csr
+
+    def _check_words(self, word_counts):
+        """Check ``vocabulary`` against the counts' columns and warn of words that never
+        occur (``word_counts``: per word, 0 where it never does)."""
+        W = len(word_counts)
+        if self.vocabulary is not None and len(self.vocabulary) != W:
+            raise ValueError(f"vocabulary has {len(self.vocabulary)} words but X has {W} columns")
+        unseen = np.flatnonzero(word_counts == 0)
+        if unseen.size:
+            shown = ", ".join(map(str, unseen[:10])) + (" ..." if unseen.size > 10 else "")
+            warnings.warn(
+                f"{unseen.size} word(s) never occur in X (columns {shown}); they get "
+                "probability 0 in every topic (only prior mass with topic_word_prior > 1)",
+                UserWarning,
+                skip_file_prefixes=LATENTLAB_FILES,
+            )
 
     def _check_settings(self):
         """Settings that depend on each other (the table is checked on entry to fit);
@@ -340,9 +385,7 @@ class PLSA(
         Counts out of memory (a ``np.memmap`` of 256 MB or more, h5py/zarr, Dask, or any
         array or sparse matrix wrapped in :class:`~latentlab.inference.chunked.RowChunks`)
         are fitted by the same EM, read in row chunks (``method="em"`` only)."""
-        from latentlab.inference.chunked import row_source
-
-        source = row_source(X)
+        source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:  # out of core or Dask: exact EM over row chunks
             from latentlab.estimators._plsa_chunked import fit_chunked
 
@@ -350,17 +393,7 @@ class PLSA(
         csr = self._counts(X, reset=True)
         K = self._check_settings()
         D, W = csr.shape
-        if self.vocabulary is not None and len(self.vocabulary) != W:
-            raise ValueError(f"vocabulary has {len(self.vocabulary)} words but X has {W} columns")
-        unseen = np.flatnonzero(np.diff(csr.tocsc().indptr) == 0)
-        if unseen.size:
-            shown = ", ".join(map(str, unseen[:10])) + (" ..." if unseen.size > 10 else "")
-            warnings.warn(
-                f"{unseen.size} word(s) never occur in X (columns {shown}); they get "
-                "probability 0 in every topic (only prior mass with topic_word_prior > 1)",
-                UserWarning,
-                skip_file_prefixes=LATENTLAB_FILES,
-            )
+        self._check_words(np.diff(csr.tocsc().indptr))
         theta0 = self._user_init("doc_topic_init", (D, K))
         phi0 = self._user_init("topic_word_init", (K, W))
         with self._precision():
@@ -400,8 +433,15 @@ class PLSA(
 
     def transform(self, X) -> np.ndarray:
         """``p(z | d)`` of each document, folded in with the topics fixed;
-        shape (n_documents, n_components)."""
+        shape (n_documents, n_components).
+
+        Counts out of memory (as :meth:`fit` takes them) are folded in by the same
+        program, read in row chunks; a Dask array gives a Dask array with X's row
+        chunks (computed when called: theta, n x K, is held in memory)."""
         check_is_fitted(self)
+        source = row_source(X, chunk_size=self.chunk_size)
+        if source is not None:
+            return _as_rows(self._fold_in_source(source)[0], X)
         return self._fold_in_new(self._counts(X, reset=False))[0]
 
     def fit_transform(self, X, y=None) -> np.ndarray:
@@ -410,16 +450,26 @@ class PLSA(
 
     def score_samples(self, X) -> np.ndarray:
         """log p(x_d) of each document with theta_d folded in, multinomial coefficient
-        included (as NumPyro's ``Multinomial``); shape (n_documents,)."""
+        included (as NumPyro's ``Multinomial``); shape (n_documents,).  Chunked counts
+        and Dask arrays as :meth:`transform`."""
         check_is_fitted(self)
+        source = row_source(X, chunk_size=self.chunk_size)
+        if source is not None:
+            _, doc_loglik, coefficients, _ = self._fold_in_source(source)
+            return _as_rows(doc_loglik + coefficients, X)
         csr = self._counts(X, reset=False)
-        return self._fold_in_new(csr)[1] + _log_coefficients(csr)
+        return self._fold_in_new(csr)[1] + plsa.log_coefficients(csr)
 
     def perplexity(self, X) -> float:
         """``exp(-sum_dw x_dw log p(w | d) / sum_dw x_dw)``, theta folded in; no
         multinomial coefficient (lower is better).  Folding in on the words scored is
-        optimistic: see :meth:`completion_perplexity`."""
+        optimistic: see :meth:`completion_perplexity`.  Chunked counts and Dask arrays
+        as :meth:`transform`."""
         check_is_fitted(self)
+        source = row_source(X, chunk_size=self.chunk_size)
+        if source is not None:
+            _, doc_loglik, _, tokens = self._fold_in_source(source)
+            return float(np.exp(-doc_loglik.sum() / tokens))
         csr = self._counts(X, reset=False)
         return float(np.exp(-self._fold_in_new(csr)[1].sum() / csr.sum()))
 

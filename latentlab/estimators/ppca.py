@@ -9,6 +9,7 @@ import jax
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import Options, scale_settings
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._online import OnlineGaussianLatentMixin
@@ -32,6 +33,7 @@ SUBSPACE_RATIO = 1e3
 _e_step = jax.jit(ppca.e_step)
 
 
+@fill_doc(rows_per_call="1024 rows with missing entries")
 class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimator):
     """Probabilistic principal component analysis (Tipping & Bishop 1999).
 
@@ -79,25 +81,7 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         With float32, objective changes below ~1e-5 per sample are round-off: use a
         ``tol`` of that order.  Data are centred in float64 before any float32 step
         and results shifted back in float64, so a large mean costs no precision.
-    verbose : int, default=0
-        If > 0, print the EM objective every ``verbose`` iterations.
-    learning_decay : float in (0.5, 1], default=0.7
-        Cappe & Moulines' kappa for :meth:`partial_fit`: chunk t mixes into the running
-        statistics with weight ``(t + 2) ** -learning_decay`` (scikit-learn's
-        ``LatentDirichletAllocation`` name and default for the same exponent).
-    chunk_size : int or None, default=None
-        Rows per chunk on the chunked routes (a Dask array, an h5py/zarr array, a large
-        ``np.memmap``, :class:`~latentlab.inference.chunked.RowChunks`): rows read and
-        passed through the compiled chunk functions at a time (the per-row E-step at
-        most 1024 of them per call).  None: about 16 MB of float64 rows, or a Dask
-        array's largest row block.  In-memory fits ignore it.  The fit does not depend
-        on it beyond round-off.
-    devices : None, "all" or list of jax devices (or their ids), default=None
-        Devices that EM's per-row E-step is split over (rows sharded with
-        ``jax.sharding``, parameters replicated, row sums all-reduced); None: JAX's
-        default device.  ``"all"`` is ``jax.devices()``, which after
-        ``jax.distributed.initialize()`` spans every host.  Used by ``method="em"`` on
-        in-memory and out-of-core data (a Dask array is distributed by Dask instead).
+    {streaming_em_parameters}
 
     Attributes
     ----------
@@ -114,14 +98,7 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
     n_iter_, converged_ : int, bool
     params_ : dict
         Fitted values by NumPyro site name (``W`` (d, K), ``mu``, ``sigma2``).
-    model_ : callable
-        The NumPyro model with its static settings bound; ``model_(X)``.
-    n_samples_seen_, online_state_ : int, dict
-        Set by :meth:`partial_fit` (stepwise EM): rows seen in the stream, and its
-        running statistics and unrotated parameters.  After ``partial_fit``,
-        ``log_likelihoods_`` holds each chunk's mean log-likelihood under the
-        parameters before its update, ``n_iter_`` counts chunks and ``converged_`` is
-        False.
+    {streaming_em_attributes}
 
     Notes
     -----

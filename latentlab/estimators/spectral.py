@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.base import ClusterMixin
 from sklearn.utils import check_random_state
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import kmeans as km
@@ -130,6 +131,7 @@ def _sparse(A):
     return csr_matrix(A)
 
 
+@fill_doc
 class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
     """Laplacian eigenmaps (Belkin & Niyogi 2003).
 
@@ -162,9 +164,7 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
         ``"lanczos"``) is block Lanczos on ``D^{-1/2} A D^{-1/2}``; "auto": lanczos
         above 500 samples, dense below.  The iterative solvers fall back to dense
         when they do not converge.
-    random_state : int, RandomState or None, default=None
-        Seeds the ARPACK start vector or the Lanczos start block.
-    dtype : {"float64", "float32"}, default="float64"
+    {eigensolver_seed}
 
     Attributes
     ----------
@@ -179,7 +179,7 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
         Only for ``"nearest_neighbors"``.
     gamma_ : float
         Only for ``"rbf"``.
-    solver_ : str
+    {solver_attribute}
     n_features_in_ : int
 
     Examples
@@ -235,6 +235,7 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
         return self.fit(X).embedding_.copy()
 
 
+@fill_doc
 class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator):
     """Spectral clustering (Ng, Jordan & Weiss 2002): k-means on the Laplacian
     eigenmap of an affinity matrix, scikit-learn's conventions (the embedding keeps
@@ -268,7 +269,7 @@ class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator)
     inertia_ : float
     affinity_matrix_ : sparse matrix or ndarray (n_samples, n_samples)
         Only for ``"nearest_neighbors"`` (``scipy.sparse`` CSR) and ``"precomputed"``.
-    solver_ : str
+    {solver_attribute}
     n_features_in_ : int
 
     Examples

@@ -29,9 +29,12 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from latentlab.inference.summaries import scatter_about_mean
+
 __all__ = [
     "CHUNKED_MIN_BYTES",
     "DEFAULT_CHUNK_BYTES",
+    "RESIDENT_BYTES",
     "RowChunks",
     "Moments",
     "merge_moments",
@@ -50,6 +53,12 @@ __all__ = [
 CHUNKED_MIN_BYTES = 1 << 28
 # Default rows per chunk: about this many bytes of float64 data per chunk.
 DEFAULT_CHUNK_BYTES = 1 << 24
+# With the automatic chunk size, the rows an E-step revisits each iteration (every
+# row for a mixture, the rows with missing entries for PPCA/FA) are read once and
+# held in the compiled program when they take at most this many bytes: small
+# sources then run the in-memory program, one call per fit with no host round trip
+# per E-step.  The bound does not grow with n, so neither does the memory it costs.
+RESIDENT_BYTES = 1 << 26
 
 
 def is_dask(X) -> bool:
@@ -73,7 +82,10 @@ class RowChunks:
     chunk_size : int, optional
         Rows per chunk; the jitted chunk functions are compiled for this many rows
         (padded; at most 1024 for the per-row E-step), once.  Default: about 16 MB of
-        float64 rows; for a Dask array, its largest row block.
+        float64 rows; for a Dask array, its largest row block.  Rows that the E-step
+        revisits each iteration are held in the compiled program when there are at
+        most ``resident_rows`` of them: one chunk's rows for a given ``chunk_size``,
+        with the default also up to :data:`RESIDENT_BYTES` of float64 rows.
 
     Examples
     --------
@@ -98,6 +110,7 @@ class RowChunks:
         n, d = (int(s) for s in shape)
         if d < 1:
             raise ValueError(f"X has 0 features; at least 1 is required (shape {(n, d)})")
+        automatic = chunk_size is None
         if chunk_size is None and is_dask(source):
             chunk_size = max(source.chunks[0]) if n else 1  # the blocks' rows
         if chunk_size is None:
@@ -111,6 +124,8 @@ class RowChunks:
         self.source = source
         self.chunk_size = int(chunk_size)
         self.shape = (n, d)
+        resident = RESIDENT_BYTES // (8 * d) if automatic else 0
+        self.resident_rows = max(self.chunk_size, resident)
 
     @property
     def dask(self) -> bool:
@@ -135,6 +150,20 @@ class RowChunks:
         out = np.asarray(source[rows], dtype=np.float64)
         self._release()
         return out
+
+    def gather(self, rows: np.ndarray) -> np.ndarray:
+        """The given rows (sorted indices into the whole source) as float64 NumPy,
+        read chunk by chunk (a Dask source: one compute of its fancy index)."""
+        rows = np.asarray(rows, np.int64)
+        d = self.shape[1]
+        if self.dask:
+            return np.asarray(self.source[rows].compute(), np.float64).reshape(-1, d)
+        parts = [np.zeros((0, d))]
+        for start, stop in self.slices():
+            lo, hi = np.searchsorted(rows, (start, stop))
+            if hi > lo:
+                parts.append(self.take(rows[lo:hi]))
+        return np.concatenate(parts)
 
     def _release(self):
         """Drop a memmap's pages from this process's resident set after a read.
@@ -247,9 +276,8 @@ def block_moments(X: np.ndarray) -> Moments:
     if n == 0:
         d = X.shape[1]
         return Moments(0.0, np.zeros(d), np.zeros((d, d)))
-    mean = X.mean(axis=0)
-    centred = X - mean
-    return Moments(float(n), mean, centred.T @ centred)
+    mean, scatter = scatter_about_mean(X)  # one BLAS product unless that would cancel
+    return Moments(float(n), mean, scatter)
 
 
 def merge_moments(a: Moments, b: Moments) -> Moments:
