@@ -286,7 +286,11 @@ def local_cluster():
     from distributed.utils import get_mp_context
 
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
-        get_mp_context()  # distributed's preload list, then ours (before the server starts)
+        # distributed's preload list, then ours (before the server starts).  The list
+        # outlives the fixture in this test process (multiprocessing has no public way
+        # to restore it); it only makes later forkserver children import these modules,
+        # and no other test in the suite starts a forkserver.
+        get_mp_context()
         multiprocessing.get_context("forkserver").set_forkserver_preload(
             ["distributed", "latentlab._chunk_tasks", "latentlab.models.gmm"]
         )

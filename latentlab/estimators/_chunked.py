@@ -25,6 +25,7 @@ from functools import partial
 
 import jax
 import numpy as np
+import scipy.sparse as sp
 
 from latentlab._chunk_tasks import (
     gaussian_rows,
@@ -425,6 +426,8 @@ def map_row_output(est, method, X, n_columns=None, dtype=np.float64):
 
 
 def _apply(block, method):
+    if sp.issparse(block):  # SciPy sparse blocks (pLSA's counts) stay sparse
+        return method(block)
     return method(np.asarray(block, np.float64))
 
 

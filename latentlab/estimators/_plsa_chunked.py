@@ -32,6 +32,7 @@ from latentlab._plsa_chunk_tasks import (
     new_block_summary,
     summarise_counts,
 )
+from latentlab.estimators._chunked import _forget_feature_names
 from latentlab.estimators._plsa_programs import (
     DENSE_MAX_ENTRIES,
     DENSE_MIN_DENSITY,
@@ -42,7 +43,6 @@ from latentlab.estimators._plsa_programs import (
     _uniform_topics,
     topic_bucket,
 )
-from latentlab.estimators.base import warn_not_converged
 from latentlab.inference.chunked import RowChunks, host_sum, register
 from latentlab.inference.em import run_em
 from latentlab.inference.programs import Program
@@ -196,14 +196,18 @@ def fit_chunked(est, source: RowChunks):
             f"PLSA(method={est.method!r}) needs X in memory; out-of-core and Dask inputs "
             "are fitted by method='em'"
         )
+    if est.devices is not None:
+        raise ValueError(
+            f"PLSA(devices={est.devices!r}) splits in-memory fits only; out-of-core and "
+            "Dask counts are fitted on the default device (leave devices=None)"
+        )
     K = est._check_settings()
     D, W = source.shape
     if est.vocabulary is not None and len(est.vocabulary) != W:  # before the first pass
         est._check_words(np.ones(W))
     summary = summarise_counts(source)
     est._check_words(summary.word_totals)
-    est.n_features_in_ = W
-    est.__dict__.pop("feature_names_in_", None)
+    _forget_feature_names(est, W)
     theta0 = est._user_init("doc_topic_init", (D, K))
     phi0 = est._user_init("topic_word_init", (K, W))
     tempered = est.tempering != 1
@@ -234,31 +238,7 @@ def fit_chunked(est, source: RowChunks):
             # the in-memory fit's program, its E-step and last fold-in on the host
             route = (_E_STEPS[tempered], n_topics, program_work, _LAST_FOLD_IN[staged])
             out = est._fit_em(data, starts, summary.tolerance_scale(), K, dtype, chunked=route)
-    return _store(est, *out, summary)
-
-
-def _store(est, theta, phi, trace, n_iter, converged, objective, summary: CountSummary):
-    """The fitted attributes, as ``PLSA.fit`` sets them in memory."""
-    K = est._check_settings()
-    D = len(summary.doc_lengths)
-    trace = np.array(trace[:n_iter], dtype=np.float64)
-    trace[-1] = objective  # the last entry is at the returned parameters
-    est._end_fit(
-        {"theta": np.array(theta[:D, :K], np.float64), "phi": np.array(phi[:K], np.float64)},
-        trace,
-        n_iter,
-        converged,
-        objective=objective,
-        advice="the counts may be degenerate for this model (try fewer topics)",
-    )
-    est.n_components_ = K
-    est.doc_lengths_ = np.array(summary.doc_lengths, np.float64)
-    est.vocabulary_ = (
-        None if est.vocabulary is None else np.asarray(list(est.vocabulary), dtype=object)
-    )
-    if not est.converged_:
-        warn_not_converged(est)
-    return est
+    return est._store_fit(*out, doc_lengths=summary.doc_lengths, last_is_objective=True)
 
 
 # ----------------------------------------------------------------------------- fold-in

@@ -11,6 +11,7 @@ MAP/SVI in :func:`latentlab.inference.svi.fit_best_of`.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Iterable
 from functools import partial
@@ -61,13 +62,22 @@ from latentlab.models import plsa
 __all__ = ["PLSA"]
 
 
-def _as_rows(values: np.ndarray, X):
-    """Per-document ``values`` as X holds its rows: a Dask array with X's row chunks."""
-    if not is_dask(X):
-        return values
-    import dask.array as da
+def _dask_rows(est, name: str, X, n_columns=None):
+    """Method ``name`` over a Dask array's row blocks (NumPy or SciPy sparse): a lazy
+    Dask array with X's row chunks.  Each block is folded in on its own by the
+    in-memory program, on the worker that holds it.  The graph carries a copy of the
+    estimator without the training documents' theta (n_train x K) and other per-document
+    state, which fold-in never reads: only the topics and the settings."""
+    from latentlab.estimators._chunked import map_row_output
 
-    return da.from_array(values, chunks=(X.chunks[0], *values.shape[1:]))
+    model = copy.copy(est)
+    model.__dict__ = {k: v for k, v in est.__dict__.items() if k not in _PER_DOCUMENT}
+    model.params_ = {"phi": est.params_["phi"]}
+    return map_row_output(model, getattr(model, name), X, n_columns=n_columns)
+
+
+# fitted state that grows with the training corpus (not needed to fold in new documents)
+_PER_DOCUMENT = ("params_", "doc_lengths_", "online_state_")
 
 
 METHODS = ("em", "map", "svi")
@@ -155,16 +165,19 @@ class PLSA(
     chunk_size : int or None, default=None
         Documents per chunk on the chunked routes (a Dask array, an h5py/zarr array, a
         large ``np.memmap``, :class:`~latentlab.inference.chunked.RowChunks`) of
-        :meth:`fit`, :meth:`transform` and the scores.  None: about 16 MB of float64
-        rows, or a Dask array's largest row block.  In-memory fits ignore it; the
-        results do not depend on it beyond round-off.
+        :meth:`fit`, and of :meth:`transform` and the scores on out-of-core counts.
+        None: about 16 MB of float64 rows, or a Dask array's largest row block.
+        In-memory fits ignore it; the results do not depend on it beyond round-off.  A
+        Dask array's row outputs are folded in per block of the array (see
+        :meth:`transform`).
     devices : None, "all" or list of jax devices (or their ids), default=None
         Devices that ``method="em"`` on in-memory counts splits its documents over
         (rows of theta and of the counts sharded with ``jax.sharding``, topics
         replicated, topic-word sums all-reduced), the last fold-in included; None:
         JAX's default device.  ``"all"`` is ``jax.devices()``, which after
-        ``jax.distributed.initialize()`` spans every host.  The chunked routes run on
-        the default device (a Dask array is distributed by Dask instead).
+        ``jax.distributed.initialize()`` spans every host.  The chunked routes refuse
+        it with a ValueError (a Dask array is distributed by Dask instead); MAP/SVI
+        ignore it.
 
     Attributes
     ----------
@@ -408,12 +421,31 @@ class PLSA(
                 theta, phi, trace, n_iter, converged = self._fit_svi(csr, K, starts, D)
                 # the last fold-in (see _fit_program), from the uniform as transform
                 theta, _, objective, _ = self._fold_in(corpus, phi, hyper)
-        theta, phi = to_numpy(theta)[:D, :K], to_numpy(phi)[:K]
+        return self._store_fit(
+            theta,
+            phi,
+            trace,
+            n_iter,
+            converged,
+            objective,
+            doc_lengths=np.asarray(csr.sum(axis=1), dtype=np.float64).ravel(),
+            last_is_objective=self.method != "svi",
+        )
+
+    def _store_fit(
+        self, theta, phi, trace, n_iter, converged, objective, doc_lengths, last_is_objective
+    ):
+        """The fitted attributes of every route (in memory, out of core, Dask), from the
+        padded program outputs; ``last_is_objective``: the trace's last entry is set to
+        the objective at the returned parameters (EM and MAP)."""
+        K = self._check_settings()
+        D = len(doc_lengths)
         trace = np.array(trace, dtype=np.float64)
-        if self.method != "svi":  # the last entry is at the returned parameters
+        if last_is_objective:
             trace[-1] = objective
         self._end_fit(
-            {"theta": theta.copy(), "phi": phi.copy()},  # copies: they own their data
+            # copies: they own their data
+            {"theta": np.array(to_numpy(theta)[:D, :K]), "phi": np.array(to_numpy(phi)[:K])},
             trace,
             n_iter,
             converged,
@@ -421,7 +453,7 @@ class PLSA(
             advice="the counts may be degenerate for this model (try fewer topics)",
         )
         self.n_components_ = K
-        self.doc_lengths_ = np.asarray(csr.sum(axis=1), dtype=np.float64).ravel().copy()
+        self.doc_lengths_ = np.array(doc_lengths, dtype=np.float64)
         self.vocabulary_ = (
             None if self.vocabulary is None else np.asarray(list(self.vocabulary), dtype=object)
         )
@@ -435,13 +467,20 @@ class PLSA(
         """``p(z | d)`` of each document, folded in with the topics fixed;
         shape (n_documents, n_components).
 
-        Counts out of memory (as :meth:`fit` takes them) are folded in by the same
-        program, read in row chunks; a Dask array gives a Dask array with X's row
-        chunks (computed when called: theta, n x K, is held in memory)."""
+        Counts out of memory (a memmap, h5py/zarr, :class:`RowChunks`) are folded in
+        by the same program, read in row chunks, and equal the in-memory result to
+        round-off.  A Dask array gives a lazy Dask array with X's row chunks: each
+        block is folded in on its own (documents are independent given the topics),
+        reading its counts once; it equals ``transform`` of that block, and the
+        whole-corpus result to the fold-in tolerance (the documents still moving are
+        batched per block).  ``RowChunks(dask_array)`` instead folds the whole corpus in
+        at once, as in memory, with theta (n x K) held on the client."""
         check_is_fitted(self)
+        if is_dask(X):
+            return _dask_rows(self, "transform", X, n_columns=self.n_components_)
         source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:
-            return _as_rows(self._fold_in_source(source)[0], X)
+            return self._fold_in_source(source)[0]
         return self._fold_in_new(self._counts(X, reset=False))[0]
 
     def fit_transform(self, X, y=None) -> np.ndarray:
@@ -453,10 +492,12 @@ class PLSA(
         included (as NumPyro's ``Multinomial``); shape (n_documents,).  Chunked counts
         and Dask arrays as :meth:`transform`."""
         check_is_fitted(self)
+        if is_dask(X):
+            return _dask_rows(self, "score_samples", X)
         source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:
             _, doc_loglik, coefficients, _ = self._fold_in_source(source)
-            return _as_rows(doc_loglik + coefficients, X)
+            return doc_loglik + coefficients
         csr = self._counts(X, reset=False)
         return self._fold_in_new(csr)[1] + plsa.log_coefficients(csr)
 
@@ -466,12 +507,23 @@ class PLSA(
         optimistic: see :meth:`completion_perplexity`.  Chunked counts and Dask arrays
         as :meth:`transform`."""
         check_is_fitted(self)
+        if is_dask(X):  # per block: (sum x log p, tokens), added by a tree reduction
+            totals = _dask_rows(self, "_perplexity_terms", X, n_columns=2)
+            loglik, tokens = totals.sum(axis=0, split_every=8).compute()
+            return float(np.exp(-loglik / tokens))
         source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:
             _, doc_loglik, _, tokens = self._fold_in_source(source)
             return float(np.exp(-doc_loglik.sum() / tokens))
+        loglik, tokens = self._perplexity_terms(X).sum(axis=0)
+        return float(np.exp(-loglik / tokens))
+
+    def _perplexity_terms(self, X) -> np.ndarray:
+        """(n_documents, 2): each document's sum x log p(w | d), theta folded in, and
+        its number of tokens."""
         csr = self._counts(X, reset=False)
-        return float(np.exp(-self._fold_in_new(csr)[1].sum() / csr.sum()))
+        tokens = np.asarray(csr.sum(axis=1), dtype=np.float64).ravel()
+        return np.column_stack([self._fold_in_new(csr)[1], tokens])
 
     def _n_parameters(self, n_documents: int | None = None) -> int:
         """K(W - 1) + D(K - 1): grows with the number of documents D."""

@@ -66,6 +66,10 @@ def is_dask(X) -> bool:
     return type(X).__module__.startswith("dask.") and hasattr(X, "map_blocks")
 
 
+def _is_scipy_sparse(X) -> bool:
+    return type(X).__module__.startswith("scipy.sparse")
+
+
 def _is_store(X) -> bool:
     # h5py datasets and zarr arrays: row-sliceable, with a shape, not in memory
     module = type(X).__module__
@@ -103,6 +107,8 @@ class RowChunks:
         if shape is None:
             source = np.asarray(source)
             shape = source.shape
+        elif _is_scipy_sparse(source) and source.format != "csr":
+            source = source.tocsr()  # COO cannot be sliced by rows; CSC slices slowly
         if len(shape) != 2:
             raise ValueError(
                 f"Expected a 2-D array (n_samples, n_features), got shape {tuple(shape)}"
