@@ -15,6 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from simulated_devices import run_on_simulated_devices
 
 import latentlab
 from latentlab.inference.sharding import pad_axis, resolve_devices
@@ -110,14 +111,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def sharded_fits():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
-    env.pop("JAX_PLATFORMS", None)
-    run = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    line = [ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
+    return run_on_simulated_devices(SCRIPT)
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,10 @@ topics can move by one cycle (tests/test_scale_plsa.py): compared to 1e-7.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from simulated_devices import run_on_simulated_devices
 
 SCRIPT = textwrap.dedent(
     """
@@ -82,14 +79,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def sharded_fits():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
-    env.pop("JAX_PLATFORMS", None)
-    run = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    line = [ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
+    return run_on_simulated_devices(SCRIPT)
 
 
 @pytest.mark.parametrize("case", ["dense-8", "tempered-3"])
