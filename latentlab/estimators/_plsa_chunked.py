@@ -37,11 +37,10 @@ from latentlab.estimators._plsa_programs import (
     DENSE_MAX_ENTRIES,
     DENSE_MIN_DENSITY,
     FOLD_IN_MAX_ITER,
-    PAD_TOPICS_MAX_WORK,
     _fold_in_rows,
     _pad_topics,
     _uniform_topics,
-    topic_bucket,
+    topics_for_work,
 )
 from latentlab.inference.chunked import RowChunks, host_sum, register
 from latentlab.inference.em import run_em
@@ -215,9 +214,9 @@ def fit_chunked(est, source: RowChunks):
     n_docs = bucket(D, 32)  # the in-memory fit's padded rows: the same random starts
     shape = layout(summary, bucket(chunk_rows, 8), W, tempered, n_docs)
     staged = _staged(shape, tempered, n_docs)
-    # the in-memory rule for padding the topic axis (_plsa_programs._padded_topics)
-    work = (n_docs * W if shape.dense else bucket(summary.nnz, 256)) * topic_bucket(K)
-    n_topics = topic_bucket(K) if work <= PAD_TOPICS_MAX_WORK else K
+    # the in-memory rule for padding the topic axis
+    per_topic = n_docs * W if shape.dense else bucket(summary.nnz, 256)
+    n_topics = topics_for_work(per_topic, K)
     with est._precision():
         dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
         starts = est._starts(n_docs, D, W, K, theta0, phi0, dtype)
@@ -225,7 +224,7 @@ def fit_chunked(est, source: RowChunks):
         tokens = np.ones(n_docs, dtype)
         tokens[:D] = np.maximum(summary.doc_lengths, 1.0)
         doc_mask = (np.arange(n_docs) < D).astype(dtype)
-        program_work = work // topic_bucket(K) * n_topics
+        program_work = per_topic * n_topics
         counts = CountsPass(source, shape, hyper, tempered, dtype, program_work=program_work)
         with register(counts) as token:
             data = ChunkedCorpus(
@@ -279,9 +278,9 @@ def fold_in_source(est, source: RowChunks):
     tempered = est.tempering != 1
     n_docs = _fold_in_rows(D)  # the in-memory fold-in's padded rows
     shape = layout(summary, bucket(int(source.chunk_size), 8), W, tempered, n_docs)
-    # the in-memory rule for padding the topic axis (_plsa_programs._padded_topics)
+    # the in-memory rule for padding the topic axis
     per_topic = n_docs * W if shape.dense else _fold_in_rows(summary.nnz)
-    n_topics = topic_bucket(K) if per_topic * topic_bucket(K) <= PAD_TOPICS_MAX_WORK else K
+    n_topics = topics_for_work(per_topic, K)
     with est._precision():
         dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
         _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)

@@ -146,8 +146,14 @@ PAD_TOPICS_MAX_WORK = 1 << 23
 def _padded_topics(corpus: plsa.Corpus, n_components: int) -> int:
     """The number of topics to compute with for ``corpus``: :func:`topic_bucket` unless
     the corpus is large enough for the padding's run time to outweigh a compilation."""
+    return topics_for_work(_work(corpus, 1), n_components)
+
+
+def topics_for_work(per_topic: int, n_components: int) -> int:
+    """:func:`_padded_topics` for an E-step touching ``per_topic`` elements per topic
+    (the chunked routes, whose corpus is never built whole)."""
     n_topics = topic_bucket(n_components)
-    return n_topics if _work(corpus, n_topics) <= PAD_TOPICS_MAX_WORK else n_components
+    return n_topics if per_topic * n_topics <= PAD_TOPICS_MAX_WORK else n_components
 
 
 def topic_bucket(n_components: int) -> int:
