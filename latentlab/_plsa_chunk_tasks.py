@@ -185,19 +185,11 @@ def chunk_corpus(block: sp.csr_matrix, shape: Layout, dtype) -> plsa.Corpus:
     m = block.shape[0]
     doc_mask = np.zeros(shape.rows, dtype)
     doc_mask[:m] = 1.0
-    matrix = None
-    if shape.dense:
-        matrix = np.zeros((shape.rows, shape.n_words), dtype)
-        matrix[:m] = block.toarray()
+    matrix = plsa.padded_rows(block, shape.rows, dtype) if shape.dense else None
     if shape.capacity == 0:  # the dense matrix only (untempered steps never read more)
         empty = np.zeros(0, np.int32)
         return plsa.Corpus(empty, empty, np.zeros(0, dtype), doc_mask, np.zeros((), dtype), matrix)
-    pad = shape.capacity - block.nnz
-    # padding entries (count 0) sit in the last row so the document index stays sorted
-    doc = np.full(shape.capacity, shape.rows - 1, np.int32)
-    doc[: block.nnz] = np.repeat(np.arange(m, dtype=np.int32), np.diff(block.indptr))
-    word = np.concatenate([block.indices.astype(np.int32), np.zeros(pad, np.int32)])
-    count = np.concatenate([block.data, np.zeros(pad)]).astype(dtype)
+    doc, word, count = plsa.padded_entries(block, shape.rows, shape.capacity, dtype)
     return plsa.Corpus(doc, word, count, doc_mask, np.zeros((), dtype), matrix)
 
 

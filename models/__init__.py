@@ -50,7 +50,8 @@ algebra moves to a private module named after the model and what it holds
 ``_gmm_statistics.py``: how the mixture's declaration observes a row, and its
 E-step's data layout and row sums; ``_plsa_algebra.py``:
 the simplex and per-entry algebra pLSA's fit and fold-in share; ``_plsa_fold_in.py``:
-pLSA's fold-in of new documents).  A private module never imports its model module
+pLSA's fold-in of new documents; ``_plsa_layout.py``: how counts are padded for its
+programs).  A private module never imports its model module
 (only its types, for annotations); the model module imports it and re-exports its
 public names, so estimators and users import ``latentlab.models.<model>`` alone.  A
 file that stays longer says why at its top (``gmm.py``, ``plsa.py``).

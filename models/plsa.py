@@ -79,6 +79,7 @@ from latentlab.models._plsa_algebra import (
 # fold-in's names are this module's too (its __all__ joins ours below)
 from latentlab.models._plsa_fold_in import *  # noqa: F403
 from latentlab.models._plsa_fold_in import fold_in_e_step, fold_in_m_step
+from latentlab.models._plsa_layout import padded_entries, padded_rows
 from numpyro import handlers
 from scipy.special import gammaln
 
@@ -100,6 +101,8 @@ __all__ = [
     "n_parameters",
     "doc_sums",
     "log_coefficients",
+    "padded_entries",
+    "padded_rows",
     *_plsa_fold_in.__all__,  # fold-in, re-exported
 ]
 

@@ -34,12 +34,11 @@ from latentlab._plsa_chunk_tasks import (
 )
 from latentlab.estimators._chunked import _forget_feature_names
 from latentlab.estimators._plsa_programs import (
-    DENSE_MAX_ENTRIES,
-    DENSE_MIN_DENSITY,
     FOLD_IN_MAX_ITER,
     _fold_in_rows,
     _pad_topics,
     _uniform_topics,
+    takes_dense,
     topics_for_work,
 )
 from latentlab.inference.chunked import RowChunks, host_sum, register
@@ -172,9 +171,7 @@ def layout(
     """The in-memory route's choice of E-step (dense products or nonzeros), made on the
     whole corpus (padded to ``n_docs`` rows), with every chunk padded to the same
     shapes."""
-    D = len(summary.doc_lengths)
-    density = summary.nnz / max(D * n_words, 1)
-    dense = density >= DENSE_MIN_DENSITY and n_docs * n_words <= DENSE_MAX_ENTRIES
+    dense = takes_dense(summary.nnz, len(summary.doc_lengths), n_words, n_docs)
     nonzeros = tempered or not dense
     capacity = bucket(summary.max_chunk_nnz, 256) if nonzeros else 0
     return Layout(int(chunk_rows), int(n_words), bool(dense), int(capacity))

@@ -195,6 +195,13 @@ DENSE_MIN_DENSITY = 0.3
 DENSE_MAX_ENTRIES = 1 << 24
 
 
+def takes_dense(nnz: int, n_documents: int, n_words: int, n_rows: int) -> bool:
+    """Whether the E-step runs on the dense matrix: the density of the real documents
+    (padding must not flip the choice) and the size of the padded ``n_rows`` matrix."""
+    density = nnz / max(n_documents * n_words, 1)
+    return density >= DENSE_MIN_DENSITY and n_rows * n_words <= DENSE_MAX_ENTRIES
+
+
 def _tolerance_scale(csr) -> float:
     """``|l_1|``: minus the log-likelihood, without the multinomial coefficient, of one
     topic (every document drawn from the corpus's word frequencies), at least 1.
@@ -222,22 +229,13 @@ def _corpus(csr, dtype, dense=None, *, nonzeros=None, new_documents=False) -> pl
     D, nnz = csr.shape[0], csr.nnz
     n_docs = _fold_in_rows(D) if new_documents else bucket(D, 32)
     dtype = np.dtype(dtype)
-    if dense is None:  # the density of the real rows: padding must not flip the choice
-        density = nnz / max(D * csr.shape[1], 1)
-        dense = density >= DENSE_MIN_DENSITY and n_docs * csr.shape[1] <= DENSE_MAX_ENTRIES
+    if dense is None:
+        dense = takes_dense(nnz, D, csr.shape[1], n_docs)
     nonzeros = not dense if nonzeros is None else nonzeros
-    matrix = None
-    if dense:
-        matrix = np.zeros((n_docs, csr.shape[1]), dtype)
-        matrix[:D] = csr.toarray()
+    matrix = plsa.padded_rows(csr, n_docs, dtype) if dense else None
     if nonzeros:
-        n_entries = _fold_in_rows(nnz) if new_documents else bucket(nnz, 256)
-        pad = n_entries - nnz
-        doc = np.repeat(np.arange(D, dtype=np.int32), np.diff(csr.indptr))
-        # padding entries (count 0) sit in the last row so the document index stays sorted
-        doc = np.concatenate([doc, np.full(pad, n_docs - 1, np.int32)])
-        word = np.concatenate([csr.indices.astype(np.int32), np.zeros(pad, np.int32)])
-        count = np.concatenate([csr.data, np.zeros(pad)]).astype(dtype)
+        capacity = _fold_in_rows(nnz) if new_documents else bucket(nnz, 256)
+        doc, word, count = plsa.padded_entries(csr, n_docs, capacity, dtype)
     else:
         doc, word, count = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, dtype)
     doc_mask = np.concatenate([np.ones(D), np.zeros(n_docs - D)]).astype(dtype)
