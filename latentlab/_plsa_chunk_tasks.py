@@ -37,7 +37,7 @@ __all__ = [
     "Layout",
     "map_chunks",
     "new_block_summary",
-    "check_block",
+    "check_counts",
     "read_counts",
     "summarise_counts",
     "without_words",
@@ -57,9 +57,11 @@ def read_counts(source: RowChunks, start: int, stop: int) -> sp.csr_matrix:
     return block
 
 
-def check_block(block: sp.csr_matrix, offset: int):
-    """The checks of ``PLSA._counts`` for one chunk (rows numbered from ``offset``)."""
-    data = block.data
+def check_counts(csr: sp.csr_matrix, offset: int = 0, allow_empty: bool = False):
+    """The checks on pLSA's counts, in memory and for each chunk (rows numbered from
+    ``offset``): finite, non-negative integers, and no empty document unless
+    ``allow_empty``.  Drops explicit zeros from ``csr`` in place."""
+    data = csr.data
     if not np.all(np.isfinite(data)):
         raise ValueError("Input X contains NaN or infinity; PLSA models word counts")
     for bad, what in ((data < 0, "negative"), (data != np.round(data), "non-integer")):
@@ -68,9 +70,9 @@ def check_block(block: sp.csr_matrix, offset: int):
                 f"X contains {bad.sum()} {what} count(s) (e.g. {data[bad][0]:g}); "
                 "PLSA models non-negative integer word counts"
             )
-    block.eliminate_zeros()
-    empty = offset + np.flatnonzero(np.diff(block.indptr) == 0)
-    if empty.size:
+    csr.eliminate_zeros()
+    empty = offset + np.flatnonzero(np.diff(csr.indptr) == 0)
+    if empty.size and not allow_empty:
         shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
         raise ValueError(
             f"X has {empty.size} empty document(s) (rows without counts): rows {shown}. "
@@ -79,7 +81,7 @@ def check_block(block: sp.csr_matrix, offset: int):
 
 
 def _block_summary(block: sp.csr_matrix, offset: int):
-    check_block(block, offset)
+    check_counts(block, offset)
     lengths = np.asarray(block.sum(axis=1)).ravel()
     totals = np.asarray(block.sum(axis=0)).ravel()
     coefficient = float(np.sum(gammaln(lengths + 1.0)) - np.sum(gammaln(block.data + 1.0)))
@@ -151,7 +153,7 @@ def new_block_summary(block: sp.csr_matrix, offset: int, drop: np.ndarray):
     """A chunk of documents to fold in: checks, each document's multinomial
     coefficient, whether it holds a word of probability 0 (``drop``), and its tokens
     and nonzeros once those words are left out."""
-    check_block(block, offset)
+    check_counts(block, offset)
     coefficients = plsa.log_coefficients(block)
     hit = np.zeros(block.shape[0], bool)
     hit[np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))[drop[block.indices]]] = True

@@ -27,6 +27,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from latentlab._plsa_chunk_tasks import check_counts
 from latentlab._settings import (
     ArrayLike,
     Boolean,
@@ -300,27 +301,8 @@ class PLSA(
         )
         csr = sp.csr_matrix(X, dtype=np.float64, copy=True)
         csr.sum_duplicates()
-        bad = csr.data < 0
-        if bad.any():
-            raise ValueError(
-                f"X contains {bad.sum()} negative count(s) (e.g. {csr.data[bad][0]:g}); "
-                "PLSA models non-negative integer word counts"
-            )
-        bad = csr.data != np.round(csr.data)
-        if bad.any():
-            raise ValueError(
-                f"X contains {bad.sum()} non-integer count(s) (e.g. {csr.data[bad][0]:g}); "
-                "PLSA models integer word counts"
-            )
-        csr.eliminate_zeros()
+        check_counts(csr, allow_empty=allow_empty)
         csr.sort_indices()
-        empty = np.flatnonzero(np.diff(csr.indptr) == 0)
-        if empty.size and not allow_empty:
-            shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
-            raise ValueError(
-                f"X has {empty.size} empty document(s) (rows without counts): rows {shown}. "
-                "Drop them; a document needs at least one token."
-            )
         return csr
 
     def _check_words(self, word_counts):
