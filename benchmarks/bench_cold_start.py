@@ -68,6 +68,18 @@ SCENARIOS = {
         "GridSearchCV(PCA(K), K=1..6, cv=5)",
         "empty <= 10 compiles",
     ),
+    # the shape policy (latentlab._shapes): a K grid with missing entries shares few
+    # programs, each within ~1.5x of its exact shape's work (bench_impute.py --padding)
+    "grid_ppca_nan": (
+        "PPCA(K).fit(wine 20% NaN), K=1..8",
+        "PCA(K).fit(mean-imputed), K=1..8",
+        "empty <= 4 compiles",
+    ),
+    "grid_fa_nan": (
+        "FactorAnalysis(K).fit(wine 20% NaN), K=1..8",
+        "FactorAnalysis(K).fit(mean-imputed), K=1..8",
+        "empty <= 4 compiles",
+    ),
 }
 WARM_MISSES_TARGET = "warm: 0 misses"
 IMPORT_TARGET = 0.5  # seconds that import latentlab may add to import jax
@@ -117,6 +129,10 @@ def _latentlab_call(scenario):
     if scenario == "compare":
         models = [PPCA(k) for k in range(1, 7)] + [FactorAnalysis(k) for k in range(1, 7)]
         return lambda: compare(models, wine, cv=5, random_state=0)
+    if scenario in ("grid_ppca_nan", "grid_fa_nan"):
+        X = _data("wine_nan")
+        model = PPCA if scenario == "grid_ppca_nan" else FactorAnalysis
+        return lambda: [model(k).fit(X) for k in range(1, 9)]
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
@@ -146,6 +162,12 @@ def _sklearn_call(scenario):
         grid = {"n_components": list(range(1, 7))}
         cv = KFold(5, shuffle=True, random_state=0)
         return lambda: GridSearchCV(PCA(), grid, cv=cv).fit(wine)
+    if scenario in ("grid_ppca_nan", "grid_fa_nan"):
+        from sklearn.impute import SimpleImputer
+
+        X = _data("wine_nan")
+        model = PCA if scenario == "grid_ppca_nan" else FactorAnalysis
+        return lambda: [model(k).fit(SimpleImputer().fit_transform(X)) for k in range(1, 9)]
     raise ValueError(f"unknown scenario {scenario!r}")
 
 

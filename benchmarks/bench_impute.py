@@ -28,10 +28,21 @@ excluded) and cold (first call in the process: tracing + compilation + fit) besi
 * per-column coverage on the real data (best latentlab method, 20%), naming the
   columns outside 80-97%.
 
+With ``--padding`` it prints instead the shape policy's cost table
+(:mod:`latentlab._shapes`): on wine, diabetes and breast_cancer with 30% of the entries
+hidden completely at random, the warm time of a fixed-model imputation
+(``Imputer(model=PPCA(n_components=3))``, fit + transform) against
+``IterativeImputer(max_iter=10)`` (targets: at least 15x faster), and the warm time of
+PPCA and FactorAnalysis fits for K = 1..8 with the default padding against the same fit
+at its exact shape (``latentlab.config_context(padding=False)``): the padded work
+should stay within ~1.5x of the exact fit's, and the K grid compile at most 4 programs
+(counted in a fresh process by ``bench_cold_start.py``'s ``grid_*`` scenarios).
+
 Usage::
 
     python benchmarks/bench_impute.py            # 4 data sets x 3 fractions x 3 seeds
     python benchmarks/bench_impute.py --quick    # iris + wine, 20%, one seed
+    python benchmarks/bench_impute.py --padding  # the shape policy's cost table
 
 ``main(argv)`` returns the results table (a pandas DataFrame) and the summaries.
 """
@@ -44,6 +55,7 @@ import statistics
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -235,6 +247,71 @@ def _pooled_coverage(parts):
     return coverage, int(total.sum()), float(se)
 
 
+def _warm_ms(run, X, repeats):
+    """Median wall milliseconds of ``run(X)`` over ``repeats`` calls after one warm-up."""
+    run(X)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(X)
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def padding_table(datasets=("wine", "diabetes", "breast_cancer"), fraction=0.3, repeats=7):
+    """The ``--padding`` tables (see the module docstring); returns two DataFrames."""
+    import pandas as pd
+    from sklearn.experimental import enable_iterative_imputer  # noqa: F401
+    from sklearn.impute import IterativeImputer
+
+    import latentlab
+    from latentlab import PPCA, FactorAnalysis, Imputer
+    from latentlab._shapes import forget_programs
+
+    def fixed_model(X):
+        return Imputer(model=PPCA(n_components=3)).fit_transform(X)
+
+    def iterative(X):
+        return IterativeImputer(max_iter=10).fit_transform(X)
+
+    imputation, fits = [], []
+    for name in datasets:
+        X = load(name)
+        X_missing, _ = hide((X - X.mean(axis=0)) / X.std(axis=0), fraction, seed=0)
+        # (the policy reuses an exact program it has run: forget those, so the padded
+        # timings below are of the padded programs)
+        forget_programs()
+        ours = _warm_ms(fixed_model, X_missing, repeats)
+        theirs = _warm_ms(iterative, X_missing, repeats)
+        with latentlab.config_context(padding=False):
+            exact = _warm_ms(fixed_model, X_missing, repeats)
+        imputation.append(
+            {
+                "dataset": name,
+                "latentlab_ms": ours,
+                "unpadded_ms": exact,
+                "iterative_ms": theirs,
+                "speedup": theirs / ours,
+            }
+        )
+        for model in (PPCA, FactorAnalysis):
+            for K in range(1, 9):
+                fit = partial(_fit, model, K)
+                forget_programs()
+                padded = _warm_ms(fit, X_missing, repeats)
+                with latentlab.config_context(padding=False):
+                    plain = _warm_ms(fit, X_missing, repeats)
+                row = {"dataset": name, "model": model.__name__, "K": K}
+                fits.append(
+                    {**row, "padded_ms": padded, "exact_ms": plain, "ratio": padded / plain}
+                )
+    return pd.DataFrame(imputation), pd.DataFrame(fits)
+
+
+def _fit(model, K, X):
+    return model(K).fit(X)
+
+
 def thread_note() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     flags = os.environ.get("XLA_FLAGS", "")
@@ -254,6 +331,9 @@ def parse_args(argv=None):
     )
     parser.add_argument("--datasets", nargs="+", choices=DATASETS + ("digits",), default=None)
     parser.add_argument("--quiet", action="store_true", help="only the final tables")
+    parser.add_argument(
+        "--padding", action="store_true", help="the shape policy's cost table (only)"
+    )
     return parser.parse_args(argv)
 
 
@@ -262,6 +342,19 @@ def main(argv=None):
     from sklearn.exceptions import ConvergenceWarning
 
     args = parse_args(argv)
+    if args.padding:
+        print(thread_note())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            imputation, fits = padding_table(repeats=max(args.repeats, 7))
+        print("\nFixed-model imputation, 30% MCAR, warm medians (ms):")
+        print(imputation.round(2).to_string(index=False))
+        print("\nWarm fit time, default padding against the exact shape (ms):")
+        print(fits.round(2).to_string(index=False))
+        worst = fits.groupby(["dataset", "model"])["ratio"].max()
+        print("\nlargest padded/exact ratio per data set and model:")
+        print(worst.round(2).to_string())
+        return imputation, fits
     datasets = ("iris", "wine") if args.quick else DATASETS + (("digits",) if args.digits else ())
     datasets = args.datasets or datasets
     names = DEFAULT_LATENTLAB + (("bpca",) if args.bpca else ())

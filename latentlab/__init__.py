@@ -14,6 +14,7 @@ they are used.
 import importlib
 
 from latentlab._cache import set_cache_dir
+from latentlab._config import config_context, get_config, set_config
 
 # compare and load are light modules; compare must be bound here, not lazily, because
 # importing the submodule latentlab.compare would otherwise shadow the function.
@@ -61,6 +62,9 @@ __all__ = [
     "load",
     "posterior",
     "set_cache_dir",
+    "set_config",
+    "get_config",
+    "config_context",
     "__version__",
 ]
 

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from latentlab.models._gaussian_latent_moments import CompleteSummary, GaussianData
 
-from latentlab.inference.summaries import chunked, scatter_about_mean
+from latentlab._shapes import chunked, em_rows
+from latentlab.inference.summaries import scatter_about_mean
 
 # no __all__: a private module; latentlab.models.gaussian_latent re-exports its names
 
@@ -38,7 +39,8 @@ def pca_solution(n, sum_x, sum_xx, n_columns: int, n_components=None) -> PCAStar
 
     ``W`` has ``n_columns`` (static) columns: the first ``n_components`` (K; may be a
     traced value, default ``n_columns``) are the solution, the rest zero -- padding
-    that lets one compiled program serve several K (see :func:`padded_columns`).
+    that lets one compiled program serve several K
+    (see :func:`latentlab._shapes.gaussian_latent_columns`).
     """
     mu = sum_x / n
     cov = sum_xx / n - jnp.outer(mu, mu)  # callers pass data already centred near 0
@@ -88,39 +90,8 @@ def mean_imputed_pca(data: GaussianData, n, n_columns: int, n_components=None) -
 # regression coefficient stays 0, and it adds nothing to the likelihood (its block of
 # log|M| is log 1).  Fitting K components with W padded by zero columns to a
 # bucket size therefore gives the K-column fit, and one compiled program serves every
-# K of a bucket (a rank search compiles once per bucket, not once per K).
-
-SMALLEST_BUCKET = 4
-# Small problems share one bucket for every K up to this: a rank search (Imputer,
-# compare, GridSearchCV) then compiles one program, and the padded arithmetic costs
-# at most SMALL_WORK multiply-adds per EM iteration (~1 ms).
-SHARED_BUCKET = 16
-SMALL_WORK = 1 << 22
-# Padding stops paying when its extra arithmetic outweighs a compile (~0.5 s): at
-# about this many multiply-adds per EM iteration, the fit uses exactly K columns.
-PADDING_MAX_WORK = 1 << 26
-
-
-def _iteration_work(n_columns: int, n_features: int, n_missing_rows: int) -> int:
-    """Multiply-adds of one EM iteration, roughly: ``d^2 K`` for the complete rows'
-    summary, ``n d K^2`` for rows with missing entries, ``d K^3`` for the M-step."""
-    d, K = n_features, n_columns
-    return d * d * K + (n_missing_rows + 1) * d * K * K + d * K**3
-
-
-def padded_columns(n_components: int, n_features: int, n_missing_rows: int = 0) -> int:
-    """Number of loadings columns to fit K = ``n_components`` with.
-
-    Small problems: :data:`SHARED_BUCKET` for every K up to it.  Otherwise K rounded
-    up to a power of two (at least :data:`SMALLEST_BUCKET`), or K itself when that
-    padded work would be large (:func:`_iteration_work` over
-    :data:`PADDING_MAX_WORK`).
-    """
-    K, d, m = int(n_components), int(n_features), int(n_missing_rows)
-    if K <= SHARED_BUCKET and _iteration_work(SHARED_BUCKET, d, m) <= SMALL_WORK:
-        return SHARED_BUCKET
-    padded = max(SMALLEST_BUCKET, 1 << (K - 1).bit_length())
-    return padded if _iteration_work(padded, d, m) <= PADDING_MAX_WORK else K
+# K of a bucket (a rank search compiles once per bucket, not once per K).  Which
+# bucket a fit uses is decided in latentlab._shapes (gaussian_latent_columns).
 
 
 def column_normals(key, n_features: int, n_columns: int, dtype):
@@ -150,7 +121,7 @@ def _pad_rows(X, mask, chunk_size):
     give no chunks (complete data skip the per-row E-step altogether)."""
     if X.shape[0] == 0:
         return np.zeros((0, 32, X.shape[1])), np.zeros((0, 32, X.shape[1]))
-    return chunked(X, chunk_size), chunked(mask, chunk_size)
+    return chunked(X, chunk_size, em_rows), chunked(mask, chunk_size, em_rows)
 
 
 def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
@@ -158,7 +129,7 @@ def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
 
     Rows without missing entries are reduced to (n, sum x, sum x x^T); rows with
     missing entries (``mask`` 0, X NaN there) are kept, padded with fully masked rows
-    up to a bucket size (:func:`~latentlab.inference.summaries.bucket`, then a multiple
+    up to a bucket size (:func:`~latentlab._shapes.em_rows`, then a multiple
     of ``chunk_size``) so that
     fits on data sets of similar size reuse one compiled program.  ``mask=None``
     means X is complete.

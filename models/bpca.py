@@ -72,7 +72,7 @@ class Hyper(NamedTuple):
     a: jax.Array  # Gamma shape of the alpha hyperprior
     b: jax.Array  # Gamma rate (in the units of the data's variance)
     # (K,) 1 for the model's columns of W, 0 for padding held at zero (see
-    # latentlab.models.gaussian_latent.padded_columns): padding has no prior term
+    # latentlab._shapes.gaussian_latent_columns): padding has no prior term
     columns: jax.Array | None = None
 
 

@@ -42,15 +42,10 @@ from latentlab.models._gaussian_latent_moments import (
     solve_regression,
 )
 from latentlab.models._gaussian_latent_start import (
-    PADDING_MAX_WORK,
-    SHARED_BUCKET,
-    SMALL_WORK,
-    SMALLEST_BUCKET,
     PCAStart,
     column_normals,
     global_scale,
     mean_imputed_pca,
-    padded_columns,
     pca_solution,
     summarise,
 )
@@ -70,15 +65,10 @@ __all__ = [
     "marginal_loglik_rows",
     "row_posteriors",
     "solve_regression",
-    "PADDING_MAX_WORK",
-    "SHARED_BUCKET",
-    "SMALL_WORK",
-    "SMALLEST_BUCKET",
     "PCAStart",
     "column_normals",
     "global_scale",
     "mean_imputed_pca",
-    "padded_columns",
     "pca_solution",
     "summarise",
     # the declarations' pieces

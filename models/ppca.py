@@ -127,7 +127,7 @@ def init_params(key, n_features: int, n_components: int, column_variance, active
 
     ``column_variance`` is each feature's variance (or one number for all).  ``active``
     (n_components,) marks the model's columns; the others are padding, held at zero
-    (see :func:`~latentlab.models.gaussian_latent.padded_columns`).
+    (see :func:`~latentlab._shapes.gaussian_latent_columns`).
     """
     mean_variance = jnp.mean(jnp.asarray(column_variance))
     W = column_normals(key, n_features, n_components, mean_variance.dtype)

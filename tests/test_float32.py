@@ -45,8 +45,12 @@ def test_fit_float32_uncentred_agrees_with_float64(cls, data):
     # mean_ is the column mean (complete data): exact in float64, not rounded to 8
     np.testing.assert_allclose(f32.mean_ - OFFSET, X0.mean(axis=0), atol=1e-6)
     np.testing.assert_allclose(f32.mean_ - OFFSET, f64.mean_ - OFFSET, atol=1e-6)
-    # per-sample log-likelihood (~ -7) to float32 resolution; the old code was 25x off
-    np.testing.assert_allclose(f32.score(X), f64.score(X), rtol=1e-4)
+    # per-sample log-likelihood (~ -5) to what a float32 EM reaches (the old code was 25x
+    # off): on these data plain EM crawls (1,105 float64 cycles to tol=1e-12), and
+    # factor analysis's float32 EM stops where its updates fall below float32's
+    # resolution, 1.0e-4 relative below the float64 fit at tol=1e-6 (5.7e-4 nats per row
+    # below the maximum), so the bound is 2e-4.
+    np.testing.assert_allclose(f32.score(X), f64.score(X), rtol=2e-4)
     # (Row by row the two fits differ inside the optimum's flat directions, which
     # float32's objective cannot resolve; score_samples itself is checked row by row
     # against a dense oracle below.)

@@ -216,8 +216,8 @@ def fit_with_and_without_padding(monkeypatch, X, **kwargs):
 
     monkeypatch.setattr(module, "_fit_em_program", spy)
     padded = GaussianMixture(K, **kwargs).fit(X)
-    monkeypatch.setattr(module, "PAD_WORK", -1)  # no data is small enough to pad
-    plain = GaussianMixture(K, **kwargs).fit(X)
+    with latentlab.config_context(padding=False):
+        plain = GaussianMixture(K, **kwargs).fit(X)
     assert ran_with == [4, 3]
     return padded, plain
 

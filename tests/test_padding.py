@@ -3,7 +3,7 @@
 A loadings column held at exactly zero is a fixed point of the Gaussian-latent EM
 updates, so a fit with W padded by zero columns must be the K-column fit itself:
 same parameters, same log-likelihood, same trace.  The unpadded fit is obtained by
-making the bucket rule return K.
+turning padding off (``latentlab.config_context(padding=False)``).
 """
 
 import json
@@ -14,11 +14,12 @@ import textwrap
 
 import numpy as np
 import pytest
-from latentlab.models.gaussian_latent import padded_columns
 from oracles import planted_low_rank
 
 import latentlab
-from latentlab.estimators import gaussian_latent
+from latentlab import _shapes
+from latentlab._shapes import em_rows
+from latentlab._shapes import gaussian_latent_columns as padded_columns
 
 
 def _data(missing: bool, n=120, fraction=0.15, seed=0):
@@ -29,13 +30,9 @@ def _data(missing: bool, n=120, fraction=0.15, seed=0):
     return X
 
 
-def _fit(monkeypatch, estimator, X, y, padded: bool):
-    if not padded:
-        monkeypatch.setattr(gaussian_latent, "padded_columns", lambda K, d, m=0: K)
-    try:
+def _fit(estimator, X, y, padded: bool):
+    with latentlab.config_context(padding=padded):
         return estimator.fit(X) if y is None else estimator.fit(X, y)
-    finally:
-        monkeypatch.undo()
 
 
 def _fitted_arrays(est):
@@ -61,7 +58,7 @@ CASES = {
 
 @pytest.mark.parametrize("missing", [False, True], ids=["complete", "missing"])
 @pytest.mark.parametrize("name", ["PPCA", "FactorAnalysis", "BayesianPCA", "SupervisedPCA"])
-def test_zero_padded_columns_give_the_unpadded_fit(monkeypatch, name, missing):
+def test_zero_padded_columns_give_the_unpadded_fit(name, missing):
     if name == "BayesianPCA" and missing:
         name = "BayesianPCA-missing"
     X = (
@@ -74,9 +71,10 @@ def test_zero_padded_columns_give_the_unpadded_fit(monkeypatch, name, missing):
         y = np.nan_to_num(X[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(len(X))
         X = X[:, 1:]
     K = CASES[name]().n_components
-    assert padded_columns(K, X.shape[1]) > K  # the default fit really is padded
-    padded = _fit(monkeypatch, CASES[name](), X, y, padded=True)
-    unpadded = _fit(monkeypatch, CASES[name](), X, y, padded=False)
+    incomplete = em_rows(np.isnan(X).any(axis=1).sum()) if missing else 0
+    assert padded_columns(K, X.shape[1], incomplete) > K  # the default fit really is padded
+    padded = _fit(CASES[name](), X, y, padded=True)
+    unpadded = _fit(CASES[name](), X, y, padded=False)
     # The two programs differ only in the shapes XLA multiplies, so their sums round
     # differently (~1e-16): a stopping test that compares two consecutive objectives
     # may then fire one cycle apart, so the traces are compared where both exist.
@@ -98,16 +96,58 @@ def test_zero_padded_columns_give_the_unpadded_fit(monkeypatch, name, missing):
 
 
 def test_bucket_rule():
-    # small problems: one shared bucket of 16 columns for every K up to 16
+    # small complete data: one shared bucket of 16 columns for every K up to 16 (an
+    # iteration's work there is a fixed overhead, whatever K)
     assert {padded_columns(K, 10) for K in range(1, 17)} == {16}
-    assert padded_columns(17, 10) == 32
-    # mid-size: powers of two from 4
-    assert [padded_columns(K, 600) for K in (1, 3, 4, 5, 9, 16)] == [4, 4, 4, 8, 16, 16]
-    assert padded_columns(3, 40, n_missing_rows=5000) == 4
+    # beyond it the M-step's K^3 algebra outweighs the overhead: 17 -> 24 would cost 2x
+    assert padded_columns(17, 10) == 17
+    # rows with missing entries: the buckets of a K grid 1..8 on wine's shape with 20%
+    # of the entries missing (168 incomplete rows, padded to 192) are four
+    grid = [padded_columns(K, 13, em_rows(168)) for K in range(1, 9)]
+    assert grid == [2, 4, 4, 4, 6, 6, 8, 8]
     # large problems are fitted with exactly K columns: padding would cost more than
     # a compile saves
     assert padded_columns(5, 5000) == 5
     assert padded_columns(3, 200, n_missing_rows=10**6) == 3
+    with latentlab.config_context(padding=False):
+        assert padded_columns(3, 10) == 3
+
+
+@pytest.mark.parametrize("n_features", [5, 13, 30, 100])
+@pytest.mark.parametrize("n_missing_rows", [0, 40, 192, 640, 5000])
+def test_padding_costs_at_most_half_again_the_unpadded_work(n_features, n_missing_rows):
+    # the policy's bound, checked on its own cost model for every K up to 64
+    for K in range(1, 65):
+        padded = padded_columns(K, n_features, n_missing_rows)
+        assert padded >= K
+        exact = _shapes.gaussian_latent_work(K, n_features, n_missing_rows)
+        work = _shapes.gaussian_latent_work(padded, n_features, n_missing_rows)
+        assert work <= 1.5 * exact or work - exact <= _shapes.NEGLIGIBLE_EXTRA_WORK, K
+
+
+def test_row_buckets_pad_by_at_most_a_quarter():
+    rows = range(33, 5000)
+    sizes = [_shapes.em_rows(n) for n in rows]
+    assert all(n <= size <= 1.25 * n for n, size in zip(rows, sizes, strict=True))
+    assert len(set(sizes)) == 4 * 7 + 1  # four sizes per doubling from 32 to 4096, then 5120
+    assert _shapes.em_rows(5) == 32
+
+
+def test_a_shape_whose_exact_program_exists_is_not_padded():
+    key = ("test_padding", object())  # a program shape no fit has used
+    assert padded_columns(3, 10, key=key) == 16
+    with latentlab.config_context(padding=False):
+        assert padded_columns(5, 10, key=key) == 5
+    assert padded_columns(5, 10, key=key) == 5  # its exact program ran: no padding
+    assert padded_columns(6, 10, key=key) == 16
+
+
+def test_padding_setting_is_checked():
+    with pytest.raises(ValueError, match="padding"):
+        latentlab.set_config(padding="no")
+    with pytest.raises(ValueError, match="unknown latentlab setting"):
+        latentlab.set_config(paddding=False)
+    assert latentlab.get_config()["padding"] is True
 
 
 # -- compile counts ---------------------------------------------------------------------

@@ -570,18 +570,15 @@ def test_fit_does_not_depend_on_the_padding_rows_draws(corpus):
 # -- issue 14: few compiled programs ------------------------------------------------------
 
 
-def test_padded_topics_give_the_unpadded_fit(corpus, monkeypatch):
+def test_padded_topics_give_the_unpadded_fit(corpus):
     # EM runs with the topic axis padded to a multiple of 4 (K = 3 -> 4 here) by topics
     # of exactly zero weight, a fixed point of EM, so that a search over K reuses one
     # compiled program.  Oracle: the same fit without padding, ML, MAP and tempered.
     # (SQUAREM's floor for a coordinate pushed below zero, 1e-3 of the uniform, counted
     # the padding topics at first: the trace then differed from the 10th cycle on.)
-    import latentlab.estimators._plsa_programs as estimator_module
-
     for settings in ({}, PRIORS, {"tempering": 0.8}):
         padded = PLSA(K, random_state=0, **settings).fit(corpus)
-        with monkeypatch.context() as patch:
-            patch.setattr(estimator_module, "topic_bucket", lambda n_components: n_components)
+        with latentlab.config_context(padding=False):
             plain = PLSA(K, random_state=0, **settings).fit(corpus)
         assert padded.n_iter_ == plain.n_iter_, settings
         np.testing.assert_allclose(

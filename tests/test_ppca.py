@@ -248,7 +248,7 @@ def test_public_returns_are_float64_numpy(fitted_em, planted):
 def test_no_recompilation_for_same_shapes(planted):
     from compile_counter import count_compiles
 
-    from latentlab.inference.summaries import bucket
+    from latentlab._shapes import em_rows as bucket
 
     X, _, _ = planted
     with count_compiles() as compiles:

@@ -19,8 +19,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab._shapes import bucket
 from latentlab.inference.programs import program
-from latentlab.inference.summaries import bucket
 
 __all__ = [
     "Neighbors",

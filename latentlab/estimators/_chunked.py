@@ -325,8 +325,8 @@ def fit_mixture(est, source: RowChunks, previous):
     ``means_init`` and ``precisions_init`` are all given (or ``warm_start``)."""
     from sklearn.utils.validation import check_random_state
 
-    from latentlab.estimators._gmm_programs import CHUNK, PAD_WORK, component_bucket
-    from latentlab.estimators._rows import pad_rows, padded_size
+    from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
+    from latentlab.estimators._gmm_programs import CHUNK
     from latentlab.models import gmm
 
     n, d = source.shape
@@ -357,12 +357,11 @@ def fit_mixture(est, source: RowChunks, previous):
         # one (components padded alike), one call per fit and no host round trips
         X = first if m == n else _read_all(source)
         held = ~np.isnan(X)
-        if est._estep_work(held) <= PAD_WORK:
-            padded = component_bucket(K)
+        padded = mixture_components(K, est._estep_work(held))
     rng = check_random_state(est.random_state)
     need_resp = weights is None or means is None or scale is None
     n_starts = est.n_init if previous is None else 1
-    rows = int(np.prod(padded_size(m, CHUNK)))
+    rows = int(np.prod(padded_size(m, CHUNK, em_rows)))
     with est._precision():
         dtype = np.dtype(est.dtype)
         reg = est._variance_floor(unit, dtype).astype(dtype)

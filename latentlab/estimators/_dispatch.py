@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab._shapes import map_rows_bucket as row_bucket
+from latentlab._shapes import pad_rows
 from latentlab.inference.programs import QUICK_COMPILE_MAX_WORK, Program
-from latentlab.inference.summaries import bucket, pad_rows
 
 __all__ = ["QUICK_COMPILE_MAX_WORK", "call", "map_rows", "row_bucket", "to_device"]
 
@@ -55,14 +56,6 @@ def to_device(X: np.ndarray) -> jax.Array:
         np.copyto(aligned, X)
         X = aligned
     return jax.device_put(X, may_alias=True)
-
-
-def row_bucket(n: int) -> int:
-    """A bucket size (at least 8) for up to 4096 rows; larger inputs are not padded
-    (compiling is then cheap next to the work, and padding would copy the data)."""
-    if n <= 4096:
-        return bucket(n, smallest=8)
-    return n
 
 
 def map_rows(jitted, X: np.ndarray, *args, work_per_row: int | None = None, **static):

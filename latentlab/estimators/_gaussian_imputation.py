@@ -36,7 +36,7 @@ class GaussianImputationMixin:
         X, mask = self._observed(X, allow_empty_rows=True)
         with self._precision():
             filled, var, _, _ = _padded(
-                _conditional_missing, *self._arrays(), X=self._centred(X, mask), mask=mask
+                _conditional_missing, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
             )
         std = np.sqrt(var)
         # un-centre in float64; observed entries bit-exact

@@ -52,7 +52,7 @@ def _em_program(
 
     The loadings have ``n_columns`` columns, of which the first ``n_components`` (a
     traced value) are the model's and the rest padding held at zero, so every K of a
-    bucket runs this same program (:func:`~latentlab.models.gaussian_latent.padded_columns`).
+    bucket runs this same program (:func:`~latentlab._shapes.gaussian_latent_columns`).
     """
     d = data.X.shape[-1]
     active = (jnp.arange(n_columns) < n_components).astype(data.X.dtype)

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from latentlab._shapes import chunked, em_rows
 from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
-from latentlab.estimators._rows import chunked
 from latentlab.estimators.base import LATENTLAB_FILES
 from latentlab.inference.sharding import shard_fields
 from latentlab.models import gmm
@@ -35,10 +35,12 @@ class MixtureFittingMixin:
             *(
                 a.astype(dtype)
                 for a in (
-                    chunked(Xc[complete], CHUNK),
-                    chunked(np.ones(int(complete.sum())), CHUNK),
-                    chunked(Xc[~complete], missing_chunk) if not complete.all() else no_rows,
-                    chunked(observed[~complete].astype(float), missing_chunk)
+                    chunked(Xc[complete], CHUNK, em_rows),
+                    chunked(np.ones(int(complete.sum())), CHUNK, em_rows),
+                    chunked(Xc[~complete], missing_chunk, em_rows)
+                    if not complete.all()
+                    else no_rows,
+                    chunked(observed[~complete].astype(float), missing_chunk, em_rows)
                     if not complete.all()
                     else no_rows,
                 )

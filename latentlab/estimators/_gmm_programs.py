@@ -19,8 +19,6 @@ __all__ = [
     "CHUNK",
     "MISSING_CHUNK",
     "SCORE_WORK",
-    "PAD_WORK",
-    "component_bucket",
     "pad_components",
     "fixed_row_chunks",
     "make_starts",
@@ -36,21 +34,6 @@ CHUNK = 2048
 MISSING_CHUNK = {"full": 128, "tied": 128, "diag": 1024, "spherical": 1024}
 # Work (~flops) per call of a scoring program: sets its fixed rows per call
 SCORE_WORK = 2**22
-# EM pads n_components to its bucket only where one E-step costs at most this much
-# (~flops per component): there a compile (seconds) dwarfs the padding's run time.
-# Measured (30 SQUAREM cycles, full covariances, 16-core CPU): wine K=3 as 4 1.09x
-# (+2 ms), K=5 as 8 1.20x; 20000 x 10 data K=3 as 4 1.35x (+0.2 s), so large data
-# are not padded.
-PAD_WORK = 2**18
-
-
-def component_bucket(n_components: int) -> int:
-    """The number of components EM (on small data, see ``PAD_WORK``) and the scoring
-    programs are compiled for: the next power of two.  The extra components are
-    padding at weight exactly 0, a fixed point of EM that changes nothing else (see
-    :class:`latentlab.models.gmm.Hyper`), so a search over n_components compiles once
-    per bucket, not once per value."""
-    return 1 << (int(n_components) - 1).bit_length()
 
 
 def pad_components(weights, means, scale, pad, covariance_type):

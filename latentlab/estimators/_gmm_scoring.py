@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from latentlab._shapes import component_bucket
 from latentlab._validation import check_data, check_no_empty_rows
 from latentlab.estimators._gmm_programs import (
     CHUNK,
     MISSING_CHUNK,
     SCORE_WORK,
-    component_bucket,
     fixed_row_chunks,
     pad_components,
     row_scores,

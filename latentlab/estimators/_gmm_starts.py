@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab._shapes import signature
 from latentlab.closed_form import kmeans as km
 from latentlab.estimators._gmm_programs import pad_components
 from latentlab.models import gmm
@@ -214,6 +215,21 @@ class MixtureStartsMixin:
         dense = self.covariance_type in ("full", "tied")
         missing = int(np.sum(~observed.all(axis=1)))
         return (n - missing) * (d * d if dense else d) + missing * (d**3 if dense else d)
+
+    def _program_key(self, observed, n_starts):
+        """What, besides the component count, shapes the in-memory EM program (the
+        shape policy reuses an exact program it has: :func:`latentlab._shapes.padded_count`)."""
+        n, d = observed.shape
+        return signature(
+            rows=(n, d, int(np.sum(~observed.all(axis=1)))),
+            covariance_type=self.covariance_type,
+            n_starts=int(n_starts),
+            max_iter=int(self.max_iter),
+            accelerate=bool(self.accelerate),
+            verbose=int(self.verbose),
+            dtype=str(np.dtype(self.dtype)),
+            devices=repr(self.devices),
+        )
 
     def _given_start(self, weights, means, scale, n_components, padded, dtype):
         """``(user, use_user)`` for :func:`_starts`: the user's starting values with

@@ -391,9 +391,9 @@ class OnlineMixtureMixin:
         """The state's coordinates and ``fit``'s start, from the first chunk."""
         from sklearn.utils.validation import check_random_state
 
+        from latentlab._shapes import bucket
         from latentlab.estimators._gmm_programs import make_starts
         from latentlab.estimators._rows import pad_rows
-        from latentlab.inference.summaries import bucket
 
         n, d = X.shape
         shift, _ = _pilot(X, observed)

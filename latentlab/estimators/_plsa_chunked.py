@@ -32,19 +32,17 @@ from latentlab._plsa_chunk_tasks import (
     new_block_summary,
     summarise_counts,
 )
+from latentlab._shapes import bucket, fold_in_rows, topics
 from latentlab.estimators._chunked import _forget_feature_names
 from latentlab.estimators._plsa_programs import (
     FOLD_IN_MAX_ITER,
-    _fold_in_rows,
     _pad_topics,
     _uniform_topics,
     takes_dense,
-    topics_for_work,
 )
 from latentlab.inference.chunked import RowChunks, host_sum, register
 from latentlab.inference.em import run_em
 from latentlab.inference.programs import Program
-from latentlab.inference.summaries import bucket
 from latentlab.models import plsa
 from latentlab.models._plsa_algebra import log_dirichlet, onto_simplex, onto_topics, topic_mask
 from latentlab.models._plsa_fold_in import STAGE_CYCLES, DocTopics, FoldInStats
@@ -213,7 +211,7 @@ def fit_chunked(est, source: RowChunks):
     staged = _staged(shape, tempered, n_docs)
     # the in-memory rule for padding the topic axis
     per_topic = n_docs * W if shape.dense else bucket(summary.nnz, 256)
-    n_topics = topics_for_work(per_topic, K)
+    n_topics = topics(K, per_topic)
     with est._precision():
         dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
         starts = est._starts(n_docs, D, W, K, theta0, phi0, dtype)
@@ -273,11 +271,11 @@ def fold_in_source(est, source: RowChunks):
     nnz = [p[3] for p in parts]
     summary = CountSummary(lengths, np.zeros(W), int(sum(nnz)), max(nnz), 0.0)
     tempered = est.tempering != 1
-    n_docs = _fold_in_rows(D)  # the in-memory fold-in's padded rows
+    n_docs = fold_in_rows(D)  # the in-memory fold-in's padded rows
     shape = layout(summary, bucket(int(source.chunk_size), 8), W, tempered, n_docs)
     # the in-memory rule for padding the topic axis
-    per_topic = n_docs * W if shape.dense else _fold_in_rows(summary.nnz)
-    n_topics = topics_for_work(per_topic, K)
+    per_topic = n_docs * W if shape.dense else fold_in_rows(summary.nnz)
+    n_topics = topics(K, per_topic)
     with est._precision():
         dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
         _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)

@@ -76,7 +76,7 @@ class PLSAFittingMixin:
 
     def _fit_em(self, corpus, starts, scale, K, dtype, chunked=None):
         """EM and the last fold-in as one compiled program, with the topics padded to
-        :func:`topic_bucket`; NumPy outputs (padding included).  ``chunked``: the
+        :func:`latentlab._shapes.topics`; NumPy outputs (padding included).  ``chunked``: the
         chunked route's ``(e_step, n_topics, work, fold_in)`` (the counts on the host)."""
         tempered = self.tempering != 1
         e_step, m_step, _, _ = plsa.step_functions(tempered)

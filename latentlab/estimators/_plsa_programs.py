@@ -11,9 +11,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab._shapes import bucket, fold_in_rows, topics
 from latentlab.inference.em import run_em
 from latentlab.inference.programs import Program
-from latentlab.inference.summaries import bucket
 from latentlab.models import plsa
 
 # Fold-in (theta for fixed topics, a concave problem per document) stops when every
@@ -136,34 +136,9 @@ def _driver(name: str, corpus: plsa.Corpus, n_components: int):
     return _DRIVERS[name].for_work(_work(corpus, n_components))
 
 
-# Topic padding costs every step up to 3/K more matrix work (measured on digits, two
-# threads: +10% per SQUAREM cycle at K = 5 -> 8, +7% at 10 -> 12; more on one thread)
-# and saves a compilation (~0.5-1 s) per new K.  It pays on corpora up to about ten
-# times digits' E-step (2,048 x 64 x 8 elements); larger ones keep their K.
-PAD_TOPICS_MAX_WORK = 1 << 23
-
-
 def _padded_topics(corpus: plsa.Corpus, n_components: int) -> int:
-    """The number of topics to compute with for ``corpus``: :func:`topic_bucket` unless
-    the corpus is large enough for the padding's run time to outweigh a compilation."""
-    return topics_for_work(_work(corpus, 1), n_components)
-
-
-def topics_for_work(per_topic: int, n_components: int) -> int:
-    """:func:`_padded_topics` for an E-step touching ``per_topic`` elements per topic
-    (the chunked routes, whose corpus is never built whole)."""
-    n_topics = topic_bucket(n_components)
-    return n_topics if per_topic * n_topics <= PAD_TOPICS_MAX_WORK else n_components
-
-
-def topic_bucket(n_components: int) -> int:
-    """Topics the fit computes with: ``n_components`` rounded up to a multiple of 4.
-
-    The padding topics hold exactly zero weight (a fixed point of EM), so the fit is
-    the same, and fits with 5-8 (9-12, ...) topics, as in a search over K, share one
-    compiled program.
-    """
-    return -(-int(n_components) // 4) * 4
+    """The number of topics to compute with for ``corpus`` (:func:`latentlab._shapes.topics`)."""
+    return topics(n_components, _work(corpus, 1))
 
 
 def _pad_topics(theta, phi, n_topics):
@@ -175,15 +150,6 @@ def _pad_topics(theta, phi, n_topics):
     zeros = np.zeros((*theta.shape[:-1], pad))
     uniform = np.full((*phi.shape[:-2], pad, phi.shape[-1]), 1.0 / phi.shape[-1])
     return np.concatenate([theta, zeros], -1), np.concatenate([phi, uniform], -2)
-
-
-def _fold_in_rows(n: int) -> int:
-    """Padded row count for folding in ``n`` new documents: a power of two (at least
-    32) up to 4096 rows, so that calls with different row counts share few programs;
-    above that the fit's buckets (padding adds at most a quarter)."""
-    if n <= 4096:
-        return max(32, 1 << (max(n, 1) - 1).bit_length())
-    return bucket(n, 32)
 
 
 # The EM E-step uses dense matrix products (O(D W K) multiply-adds) instead of gathers
@@ -224,17 +190,17 @@ def _corpus(csr, dtype, dense=None, *, nonzeros=None, new_documents=False) -> pl
     ``nonzeros``: carry the nonzero entries (None: unless the matrix is carried; the
     untempered steps never read them then, and leaving them out keeps the programs'
     shapes independent of the number of nonzeros).  ``new_documents``: documents to
-    fold in, padded to the coarser buckets of :func:`_fold_in_rows`.
+    fold in, padded to the coarser buckets of :func:`latentlab._shapes.fold_in_rows`.
     """
     D, nnz = csr.shape[0], csr.nnz
-    n_docs = _fold_in_rows(D) if new_documents else bucket(D, 32)
+    n_docs = fold_in_rows(D) if new_documents else bucket(D, 32)
     dtype = np.dtype(dtype)
     if dense is None:
         dense = takes_dense(nnz, D, csr.shape[1], n_docs)
     nonzeros = not dense if nonzeros is None else nonzeros
     matrix = plsa.padded_rows(csr, n_docs, dtype) if dense else None
     if nonzeros:
-        capacity = _fold_in_rows(nnz) if new_documents else bucket(nnz, 256)
+        capacity = fold_in_rows(nnz) if new_documents else bucket(nnz, 256)
         doc, word, count = plsa.padded_entries(csr, n_docs, capacity, dtype)
     else:
         doc, word, count = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, dtype)

@@ -1,7 +1,7 @@
 """Row bucketing shared by the EM estimators: few compiles, bounded memory.
 
 JAX compiles once per shape.  Row counts are therefore padded -- to a bucket size
-(:func:`~latentlab.inference.summaries.bucket`) up to one chunk, and to a whole
+(:func:`~latentlab._shapes.bucket`) up to one chunk, and to a whole
 number of fixed-size chunks beyond --
 with padding rows that the callee ignores (row mask 0, or an all-zero observed mask).
 Cross-validation folds, single rows and large arrays then reuse a handful of
@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from latentlab._shapes import bucket, chunked, pad_rows, padded_size
 from latentlab.estimators.base import to_numpy
-from latentlab.inference.summaries import bucket, chunked, pad_rows, padded_size
 
-__all__ = ["bucket", "padded_size", "pad_rows", "chunked", "map_row_chunks"]
+__all__ = ["ROWS_PER_CALL", "bucket", "padded_size", "pad_rows", "chunked", "map_row_chunks"]
+
+ROWS_PER_CALL = 4096  # rows per call of a row-wise map: bounds its intermediates
 
 
-def map_row_chunks(fn, *row_arrays, chunk: int = 4096):
+def map_row_chunks(fn, *row_arrays, chunk: int = ROWS_PER_CALL):
     """``fn(*padded_chunk)`` over row chunks of ``row_arrays``, outputs concatenated
     and cut back to ``n`` rows; every output of ``fn`` must be row-wise.
 

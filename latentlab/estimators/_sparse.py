@@ -12,8 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import validate_data
 
+from latentlab._shapes import bucket
 from latentlab._validation import check_magnitude
-from latentlab.inference.summaries import bucket
 
 __all__ = [
     "is_sparse",

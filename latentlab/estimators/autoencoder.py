@@ -23,11 +23,11 @@ from latentlab._settings import (
     Real,
     Verbose,
 )
+from latentlab._shapes import pad_rows
 from latentlab._validation import check_codes, check_data, check_n_components, check_positive_int
 from latentlab.estimators._dispatch import map_rows, row_bucket
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy, warn_not_converged
 from latentlab.inference.programs import program
-from latentlab.inference.summaries import pad_rows
 from latentlab.models.vae import (
     ACTIVATIONS,
     apply_layers,

@@ -8,7 +8,8 @@ marginal N(mu, W W^T + Psi) and lives here once.  The compiled EM program and th
 row helpers are in ``_gaussian_latent_programs``, imputation in
 ``_gaussian_imputation``.  The rest stays together (~490 lines): the fit mixin and
 the estimator share the padding of the loadings to column buckets
-(``padded_columns``), which tests switch off in this one module.
+(:func:`latentlab._shapes.gaussian_latent_columns`; ``latentlab.set_config(padding=False)``
+turns it off).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real, Verbose
+from latentlab._shapes import gaussian_latent_columns, padded_size, signature
 from latentlab._validation import (
     check_codes,
     check_data,
@@ -38,6 +40,7 @@ from latentlab.estimators._gaussian_latent_programs import (
     _padded,
     _row_posteriors,
 )
+from latentlab.estimators._rows import ROWS_PER_CALL
 from latentlab.estimators.base import (
     GenerativeMixin,
     LatentEstimator,
@@ -53,7 +56,6 @@ from latentlab.models.gaussian_latent import (
     global_scale,
     marginal_covariance,
     marginal_precision,
-    padded_columns,
     summarise,
 )
 
@@ -189,7 +191,15 @@ class GaussianLatentFitMixin:
         if data.rows is not None:  # rows with missing entries outside the program
             n_missing += int(data.rows.n_rows)
         # (at least one column: K = 0 is a model whose loadings are all padding)
-        n_columns = padded_columns(max(K, 1), d, n_missing)
+        key = signature(
+            data,
+            module=self._module.__name__,
+            n_init=int(self.n_init),
+            max_iter=int(self.max_iter),
+            verbose=int(self.verbose),
+            pca_start=self._pca_start,
+        )
+        n_columns = gaussian_latent_columns(K, d, n_missing, key=key)
         active = np.arange(n_columns) < K
         hyper = self._padded_hyper(hyper, active.astype(dtype))
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
@@ -382,18 +392,18 @@ class GaussianLatentEstimator(
     def _n_features_out(self):
         return self.n_components_
 
-    def _arrays(self):
+    def _arrays(self, n_rows: int):
         """(W, 0, noise precision) as NumPy arrays in the estimator's precision, W
-        padded with zero columns to its bucket (so models of nearby K share compiled
-        scoring programs; callers cut the latent outputs back to K).
-
-        The mean is zero: callers pass data centred on the host (:meth:`_centred`),
-        so a large mean never meets the data in float32.
+        padded with zero columns to its bucket for a row-wise map over ``n_rows`` rows
+        (so models of nearby K share compiled scoring programs; callers cut the latent
+        outputs back to K).  The mean is zero: callers pass data centred on the host
+        (:meth:`_centred`), so a large mean never meets the data in float32.
         """
         check_is_fitted(self)
         W = self.params_["W"]
         d, K = W.shape
-        W = np.pad(W, ((0, 0), (0, padded_columns(max(K, 1), d) - K)))
+        rows = padded_size(n_rows, ROWS_PER_CALL)[0]  # as map_row_chunks pads them
+        W = np.pad(W, ((0, 0), (0, gaussian_latent_columns(K, d, rows, one_pass=True) - K)))
         precision = 1.0 / self._noise_variance_vector()
         dtype = jax.dtypes.canonicalize_dtype(np.float64)
         return W.astype(dtype), np.zeros(d, dtype), precision.astype(dtype)
@@ -470,7 +480,9 @@ class GaussianLatentEstimator(
             return _chunked_outputs().map_row_output(self, self.score_samples, X)
         X, mask = self._observed(X, allow_empty_rows=False)
         with self._precision():
-            return _padded(_row_posteriors, *self._arrays(), X=self._centred(X, mask), mask=mask)[2]
+            return _padded(
+                _row_posteriors, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
+            )[2]
 
     # -- latent posterior -------------------------------------------------------------
 
@@ -482,7 +494,7 @@ class GaussianLatentEstimator(
     def _posterior(self, X, mask):
         with self._precision():
             mean, cov, _ = _padded(
-                _row_posteriors, *self._arrays(), X=self._centred(X, mask), mask=mask
+                _row_posteriors, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
             )
         K = self.n_components_
         return mean[:, :K].copy(), cov[:, :K, :K].copy()

@@ -29,6 +29,7 @@ from latentlab._settings import (
     Verbose,
     scale_settings,
 )
+from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
 from latentlab._validation import (
     check_data,
     check_n_components,
@@ -39,17 +40,11 @@ from latentlab._validation import (
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._gmm_conditionals import MixtureConditionalsMixin, mixture_quantile
 from latentlab.estimators._gmm_fitting import MixtureFittingMixin
-from latentlab.estimators._gmm_programs import (
-    CHUNK,
-    PAD_WORK,
-    component_bucket,
-    make_starts,
-)
+from latentlab.estimators._gmm_programs import CHUNK, make_starts
 from latentlab.estimators._gmm_programs import fit_em_program as _fit_em_program
 from latentlab.estimators._gmm_scoring import MixtureScoringMixin
 from latentlab.estimators._gmm_starts import MixtureStartsMixin
 from latentlab.estimators._online import OnlineMixtureMixin
-from latentlab.estimators._rows import pad_rows, padded_size
 from latentlab.estimators.base import (
     GenerativeMixin,
     LatentEstimator,
@@ -327,12 +322,14 @@ class GaussianMixture(
         rng = check_random_state(self.random_state)
         need_resp = weights is None or means is None or scale is None
         n_starts = self.n_init if previous is None else 1
-        rows = int(np.prod(padded_size(n, CHUNK)))
+        rows = int(np.prod(padded_size(n, CHUNK, em_rows)))
         # EM runs with padding components up to the bucket (at weight 0, they change
         # nothing): one compiled program serves every n_components in it
         padded = K
-        if self.method == "em" and self._estep_work(observed) <= PAD_WORK:
-            padded = component_bucket(K)
+        if self.method == "em":
+            padded = mixture_components(
+                K, self._estep_work(observed), key=self._program_key(observed, n_starts)
+            )
         with self._precision():
             # host arrays already in the working dtype: no eager JAX conversions (each
             # would be a compiled program of its own on a cold start)

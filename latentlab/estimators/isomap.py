@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._docstrings import fill_doc
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._shapes import pad_rows
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import isomap as cf
 from latentlab.closed_form import neighbors as nb
@@ -22,7 +23,6 @@ from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
 from latentlab.estimators._embedding import FitsEmbedding
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
-from latentlab.inference.summaries import pad_rows
 
 __all__ = ["Isomap", "neighbors_of", "check_n_neighbors"]
 

@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._docstrings import fill_doc
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._shapes import pad_rows
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import lle as cf
 from latentlab.closed_form import neighbors as nb
@@ -19,7 +20,6 @@ from latentlab.estimators._dispatch import call, row_bucket, to_device
 from latentlab.estimators._embedding import FitsEmbedding
 from latentlab.estimators.base import LatentEstimator, check_finite_fit, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
-from latentlab.inference.summaries import pad_rows
 
 __all__ = ["LocallyLinearEmbedding"]
 

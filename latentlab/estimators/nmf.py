@@ -16,6 +16,7 @@ from sklearn.utils.validation import (
 )
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real
+from latentlab._shapes import bucket
 from latentlab._validation import check_codes
 from latentlab.closed_form import nmf as nmf_algebra
 from latentlab.estimators._dispatch import call, to_device
@@ -26,7 +27,6 @@ from latentlab.estimators.base import (
     to_numpy,
     warn_not_converged,
 )
-from latentlab.inference.summaries import bucket
 
 __all__ = ["NMF"]
 

@@ -13,12 +13,12 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import Dtype, Integer, LayerSizes, Options, RandomState, Real
+from latentlab._shapes import pad_rows
 from latentlab._validation import check_codes, check_data, check_n_components, check_positive_int
 from latentlab.estimators._dispatch import map_rows, row_bucket
 from latentlab.estimators.autoencoder import check_layer_sizes
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 from latentlab.inference.programs import program
-from latentlab.inference.summaries import pad_rows
 from latentlab.inference.svi import fit_svi, start_seeds
 from latentlab.models import vae
 

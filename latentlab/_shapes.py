@@ -1,0 +1,307 @@
+"""The shape policy: how latentlab pads row and component counts, in one place.
+
+JAX compiles one program per input shape, and on CPU XLA spends 0.3-1 s on each of
+latentlab's fit programs -- longer than the fit itself on small data.  Padding lets
+nearby shapes share one program, exactly:
+
+* **rows** are padded with rows whose mask is entirely 0 (they add nothing to any
+  sum), so cross-validation folds, chunks and shard remainders reuse a program;
+* **components** (loadings columns of the Gaussian latent models, mixture components,
+  pLSA topics) are padded with components held at an exact fixed point of EM (a zero
+  loadings column, a component of weight 0, a topic of zero weight), so every K of a
+  bucket runs the same program and gives the K-component fit to round-off.
+
+Padding is paid for in run time: a padded fit does the padded shape's work in every
+iteration.  The trade-off, stated once here:
+
+* A padded component count is used only where the padded work of one EM iteration is
+  at most :data:`MAX_WORK_RATIO` (1.5) times the exact shape's, or where its extra
+  work is negligible in absolute terms (at most :data:`NEGLIGIBLE_EXTRA_WORK`, about
+  0.2 ms an iteration: a thousand such iterations cost less than one compile), and
+  never on problems large enough that a compile is cheap next to the work (each
+  family's ``*_MAX_WORK``).  Work is estimated by per-family cost models (below),
+  calibrated by timing EM iterations on CPU; they include a fixed per-iteration
+  overhead, which is what makes padding nearly free on small data.
+* Candidate buckets are tried from coarse to fine -- one shared bucket for every small
+  K, powers of two, then the ladder 2, 4, 6, 8, 12, 16, 24, 32, ... (steps of at most
+  1.5x) -- and the first within the bound is taken, else K itself.  A K grid 1..8 on
+  small data then compiles one to four programs, and no fit pays more than ~1.5x.
+* A shape whose exact program this process has already compiled is not padded.
+* Rows that EM revisits every iteration are padded on a quarter-octave ladder (at most
+  1.25x: 32, 40, 48, 56, 64, 80, ...); rows of one-pass maps (scoring, transforms) on a
+  coarser one (powers of two up to 256, then quarter-octaves), whose padding is paid
+  once per call.
+
+The setting ``latentlab.set_config(padding=False)`` (or ``config_context``) turns
+component padding off: every fit then runs at its exact K.  Row padding stays, since
+masked rows are not an approximation of anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from latentlab._config import get_config
+
+__all__ = [
+    "MAX_WORK_RATIO",
+    "NEGLIGIBLE_EXTRA_WORK",
+    "bucket",
+    "chunked",
+    "component_bucket",
+    "em_rows",
+    "fold_in_rows",
+    "forget_programs",
+    "gaussian_latent_columns",
+    "map_rows_bucket",
+    "mixture_components",
+    "pad_rows",
+    "padded_count",
+    "padded_size",
+    "signature",
+    "topic_bucket",
+    "topics",
+]
+
+MAX_WORK_RATIO = 1.5
+NEGLIGIBLE_EXTRA_WORK = 1 << 13  # in the units of the cost models: ~20 ns each
+# A one-pass program (scoring, imputing) pays its padding once per call, not once per
+# iteration: there extra work up to ~0.7 ms is negligible next to a compile.
+ONE_PASS_NEGLIGIBLE_WORK = 1 << 15
+
+# ----------------------------------------------------------------------------- rows
+
+
+def bucket(n: int, smallest: int = 32) -> int:
+    """Padded size for ``n`` rows of a one-pass computation: a power of two (at least
+    ``smallest``) up to 256, then quarter-octave steps (320, 384, 448, 512, 640, ...).
+    Few distinct sizes; padding adds at most a quarter of the rows above 256."""
+    n = int(n)
+    size = max(smallest, 1 << (max(n, 1) - 1).bit_length())
+    if size <= 256:
+        return size
+    return em_rows(n, smallest)
+
+
+def em_rows(n: int, smallest: int = 32) -> int:
+    """Padded size for ``n`` rows that EM revisits every iteration: the quarter-octave
+    ladder k * 2^e, k in 4..7 (at least ``smallest``), so padding adds at most a quarter
+    of the rows at any size (32, 40, 48, 56, 64, 80, 96, 112, 128, 160, ...)."""
+    n = int(n)
+    if n <= smallest:
+        return smallest
+    step = 1 << max((n - 1).bit_length() - 3, 0)
+    return -(-n // step) * step
+
+
+def padded_size(n: int, chunk: int, rows: Callable[[int], int] = bucket) -> tuple[int, int]:
+    """``(rows per chunk, number of chunks)`` that hold ``n`` rows: one chunk of
+    ``rows(n)`` rows up to ``chunk`` rows, whole chunks of ``chunk`` rows beyond."""
+    if n <= chunk:
+        return rows(n), 1
+    return chunk, -(-n // chunk)
+
+
+def pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``rows`` rows (``a`` itself if none)."""
+    extra = rows - a.shape[0]
+    if extra == 0:
+        return a
+    return np.concatenate([a, np.zeros((extra, *a.shape[1:]), dtype=a.dtype)])
+
+
+def chunked(a: np.ndarray, chunk: int, rows: Callable[[int], int] = bucket) -> np.ndarray:
+    """``a`` (n, ...) zero-padded and reshaped to (n_chunks, rows per chunk, ...)
+    (:func:`padded_size`)."""
+    size, count = padded_size(a.shape[0], chunk, rows)
+    return pad_rows(a, size * count).reshape(count, size, *a.shape[1:])
+
+
+def map_rows_bucket(n: int) -> int:
+    """Rows of a row-wise map (transform, score_samples, pre-images): a bucket (at least
+    8) up to 4096 rows; larger inputs are not padded (compiling is then cheap next to
+    the work, and padding would copy the data)."""
+    return bucket(n, smallest=8) if n <= 4096 else n
+
+
+def fold_in_rows(n: int) -> int:
+    """Rows for folding ``n`` new documents into a pLSA model: a power of two (at least
+    32) up to 4096 rows, so calls with different row counts share few programs; above
+    that the fit's buckets."""
+    if n <= 4096:
+        return max(32, 1 << (max(n, 1) - 1).bit_length())
+    return bucket(n, 32)
+
+
+# ----------------------------------------------------------------------------- components
+#
+# Programs this process has been handed, as (family, count, signature): a fit whose
+# exact program exists runs it instead of a padded one.
+_PROGRAMS: set[tuple] = set()
+
+
+def forget_programs() -> None:
+    """Forget which exact programs ran (benchmarks that time padded programs call it)."""
+    _PROGRAMS.clear()
+
+
+def signature(*trees, **statics) -> tuple:
+    """A hashable key for a program's inputs other than the component count: the shape
+    and dtype of every array leaf of ``trees`` plus the ``statics``."""
+    import jax
+
+    leaves = jax.tree.leaves(trees)
+    return (
+        tuple((np.shape(leaf), str(getattr(leaf, "dtype", type(leaf)))) for leaf in leaves),
+        tuple(sorted(statics.items())),
+    )
+
+
+def shared(k: int, size: int = 16) -> int:
+    """One bucket for every k up to ``size``."""
+    return size if k <= size else k
+
+
+def powers(k: int, smallest: int = 1) -> int:
+    """The next power of two (at least ``smallest``)."""
+    return max(smallest, 1 << (int(k) - 1).bit_length())
+
+
+def ladder(k: int) -> int:
+    """The next of 2, 4, 6, 8, 12, 16, 24, 32, 48, ...: steps of at most 1.5x from 4 on."""
+    k = int(k)
+    if k <= 2:
+        return 2
+    power = 1 << (k - 1).bit_length()  # k <= power < 2k
+    return power * 3 // 4 if power >= 8 and k <= power * 3 // 4 else power
+
+
+def padded_count(
+    k: int,
+    work: Callable[[int], float],
+    buckets: Iterable[Callable[[int], int]],
+    *,
+    max_work: float = float("inf"),
+    negligible: float = NEGLIGIBLE_EXTRA_WORK,
+    family: str = "",
+    key: tuple | None = None,
+) -> int:
+    """The component count to compute ``k`` components with.
+
+    ``work(c)`` estimates one iteration's work with ``c`` components; ``buckets`` are
+    the candidate rules, coarse first.  The first candidate whose work is within
+    :data:`MAX_WORK_RATIO` of ``work(k)`` (or at most ``negligible`` above it) and at
+    most ``max_work`` is taken, else ``k``.  With a ``key`` (see :func:`signature`), a
+    program this process already ran for exactly ``k`` is reused, and the choice is
+    remembered.
+    """
+    k = int(k)
+    size = k
+    if get_config()["padding"] and (key is None or (family, k, key) not in _PROGRAMS):
+        exact = work(k)
+        for rule in buckets:
+            candidate = rule(k)
+            if candidate == k:  # k is on this rule's grid, or the rule does not apply
+                continue
+            padded = work(candidate)
+            within = padded <= MAX_WORK_RATIO * exact or padded - exact <= negligible
+            if within and padded <= max_work:
+                size = candidate
+                break
+    if key is not None:
+        _PROGRAMS.add((family, size, key))
+    return size
+
+
+# Gaussian latent models (PPCA, FA, Bayesian PCA, supervised PCA).  Cost of one EM
+# iteration, fitted to timings of FA iterations on wine, diabetes and breast_cancer
+# with 5-30% entries missing, K = 1..16 (within ~25%): a fixed overhead, the
+# d x d summary algebra of the complete rows, and for each of the m rows with missing
+# entries its posterior (K x K inversion) and its share of the regression statistics.
+GAUSSIAN_LATENT_OVERHEAD = 3500
+# above this work per iteration (~10 ms) a compile is cheap next to the padding's cost
+GAUSSIAN_LATENT_MAX_WORK = 1 << 19
+
+
+def gaussian_latent_work(n_columns: int, n_features: int, n_missing_rows: int = 0) -> float:
+    K, d, m = n_columns, n_features, n_missing_rows
+    return GAUSSIAN_LATENT_OVERHEAD + d * d * K + d * K**3 / 10 + m * (d * (K + 0.5) + K**3 / 4)
+
+
+def gaussian_latent_columns(
+    n_components: int,
+    n_features: int,
+    n_missing_rows: int = 0,
+    key: tuple | None = None,
+    one_pass: bool = False,
+) -> int:
+    """Loadings columns to fit ``n_components`` with (zero columns are EM's fixed point:
+    see :mod:`latentlab.models.gaussian_latent`); ``n_missing_rows`` are the padded rows
+    the E-step visits one by one.  ``one_pass``: for a row-wise map over that many
+    rows (scoring, posteriors, imputation) instead of an EM iteration."""
+    return padded_count(
+        max(int(n_components), 1),
+        lambda K: gaussian_latent_work(K, n_features, n_missing_rows),
+        (shared, lambda K: powers(K, 4), ladder),
+        max_work=GAUSSIAN_LATENT_MAX_WORK,
+        negligible=ONE_PASS_NEGLIGIBLE_WORK if one_pass else NEGLIGIBLE_EXTRA_WORK,
+        family="gaussian_latent",
+        key=key,
+    )
+
+
+# Gaussian mixtures: an E-step costs a fixed overhead plus ``per_component`` for each
+# component (measured, 30 SQUAREM cycles, full covariances: wine K = 3 as 4 1.09x,
+# K = 5 as 8 1.20x; 20000 x 10 K = 3 as 4 1.35x).  Data whose per-component work is
+# above MIXTURE_MAX_WORK are not padded: a compile is cheap next to their E-steps.
+MIXTURE_OVERHEAD = 1 << 18
+MIXTURE_MAX_WORK = 1 << 18
+
+
+def mixture_components(n_components: int, per_component: float, key: tuple | None = None) -> int:
+    """Components EM computes with (padding at weight 0: see
+    :class:`latentlab.models.gmm.Hyper`); ``per_component`` is one E-step's work per
+    component."""
+    if per_component > MIXTURE_MAX_WORK:
+        return int(n_components)
+    return padded_count(
+        n_components,
+        lambda K: MIXTURE_OVERHEAD + K * per_component,
+        (powers, ladder),
+        family="mixture",
+        key=key,
+    )
+
+
+def component_bucket(n_components: int) -> int:
+    """Components a mixture's scoring programs are compiled for (one pass over the rows:
+    padding is cheap there): the next power of two."""
+    return powers(n_components)
+
+
+# pLSA: one EM step's E-step touches ``per_topic`` elements per topic, and its
+# elementwise logs and ratios (independent of K) cost about TOPIC_FIXED_COST topics'
+# worth (measured on digits: 5 topics as 8 +10% a SQUAREM cycle, 10 as 12 +7%).
+# Corpora whose padded E-step is above TOPIC_MAX_WORK (ten times digits') keep K.
+TOPIC_FIXED_COST = 24
+TOPIC_MAX_WORK = 1 << 23
+
+
+def topic_bucket(n_components: int) -> int:
+    """``n_components`` rounded up to a multiple of 4."""
+    return -(-int(n_components) // 4) * 4
+
+
+def topics(n_components: int, per_topic: int) -> int:
+    """Topics a pLSA fit computes with (padding topics hold zero weight, a fixed point
+    of EM) for an E-step touching ``per_topic`` elements per topic."""
+    if per_topic * topic_bucket(n_components) > TOPIC_MAX_WORK:
+        return int(n_components)
+    return padded_count(
+        n_components,
+        lambda K: per_topic * (TOPIC_FIXED_COST + K),
+        (topic_bucket, ladder),
+        family="topics",
+    )
