@@ -34,7 +34,8 @@ hidden completely at random, the warm time of a fixed-model imputation
 (``Imputer(model=PPCA(n_components=3))``, fit + transform) against
 ``IterativeImputer(max_iter=10)`` (targets: at least 15x faster), and the warm time of
 PPCA and FactorAnalysis fits for K = 1..8 with the default padding against the same fit
-at its exact shape (``latentlab.config_context(padding=False)``): the padded work
+at its exact shape (``latentlab.config_context(padding=False)``), each at most
+``FIT_CYCLES`` EM cycles: the padded work
 should stay within ~1.5x of the exact fit's, and the K grid compile at most 4 programs
 (counted in a fresh process by ``bench_cold_start.py``'s ``grid_*`` scenarios).
 
@@ -66,6 +67,7 @@ SKLEARN = ("mean", "knn", "iterative")
 LEVEL = 0.9
 COVERAGE_BAND = (0.80, 0.97)  # per-column band on real data
 SIMULATED_BAND = (0.88, 0.92)
+FIT_CYCLES = 100  # EM cycles at most per fit in the --padding table
 
 
 def load(name: str) -> np.ndarray:
@@ -247,15 +249,16 @@ def _pooled_coverage(parts):
     return coverage, int(total.sum()), float(se)
 
 
-def _warm_ms(run, X, repeats):
-    """Median wall milliseconds of ``run(X)`` over ``repeats`` calls after one warm-up."""
+def _warm_ms(run, X, repeats, best=False):
+    """Median (``best``: smallest) wall milliseconds of ``run(X)`` over ``repeats``
+    calls after one warm-up."""
     run(X)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         run(X)
         times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+    return 1e3 * (min(times) if best else statistics.median(times))
 
 
 def padding_table(datasets=("wine", "diabetes", "breast_cancer"), fraction=0.3, repeats=7):
@@ -298,9 +301,10 @@ def padding_table(datasets=("wine", "diabetes", "breast_cancer"), fraction=0.3, 
             for K in range(1, 9):
                 fit = partial(_fit, model, K)
                 forget_programs()
-                padded = _warm_ms(fit, X_missing, repeats)
+                # best of N: other processes on a shared machine only ever add time
+                padded = _warm_ms(fit, X_missing, repeats, best=True)
                 with latentlab.config_context(padding=False):
-                    plain = _warm_ms(fit, X_missing, repeats)
+                    plain = _warm_ms(fit, X_missing, repeats, best=True)
                 row = {"dataset": name, "model": model.__name__, "K": K}
                 fits.append(
                     {**row, "padded_ms": padded, "exact_ms": plain, "ratio": padded / plain}
@@ -309,7 +313,10 @@ def padding_table(datasets=("wine", "diabetes", "breast_cancer"), fraction=0.3, 
 
 
 def _fit(model, K, X):
-    return model(K).fit(X)
+    # A bounded number of EM cycles: FactorAnalysis with missing entries can crawl for
+    # thousands (the subject of another benchmark); padded and exact fits run the same
+    # cycles, so the ratio is the padding's cost per cycle.
+    return model(K, max_iter=FIT_CYCLES).fit(X)
 
 
 def thread_note() -> str:
@@ -346,10 +353,10 @@ def main(argv=None):
         print(thread_note())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            imputation, fits = padding_table(repeats=max(args.repeats, 7))
+            imputation, fits = padding_table(repeats=max(args.repeats, 5))
         print("\nFixed-model imputation, 30% MCAR, warm medians (ms):")
         print(imputation.round(2).to_string(index=False))
-        print("\nWarm fit time, default padding against the exact shape (ms):")
+        print("\nWarm fit time (best of N), default padding against the exact shape (ms):")
         print(fits.round(2).to_string(index=False))
         worst = fits.groupby(["dataset", "model"])["ratio"].max()
         print("\nlargest padded/exact ratio per data set and model:")

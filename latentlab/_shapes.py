@@ -68,8 +68,11 @@ __all__ = [
 MAX_WORK_RATIO = 1.5
 NEGLIGIBLE_EXTRA_WORK = 1 << 13  # in the units of the cost models: ~20 ns each
 # A one-pass program (scoring, imputing) pays its padding once per call, not once per
-# iteration: there extra work up to ~0.7 ms is negligible next to a compile.
-ONE_PASS_NEGLIGIBLE_WORK = 1 << 15
+# iteration, and a search calls one for every candidate: there up to twice the work,
+# or ~2.5 ms more, is cheap next to a compile (~0.5 s, or ~0.1 s to trace and load a
+# cached program in a new process).
+ONE_PASS_MAX_WORK_RATIO = 2.0
+ONE_PASS_NEGLIGIBLE_WORK = 1 << 17
 
 # ----------------------------------------------------------------------------- rows
 
@@ -184,6 +187,7 @@ def padded_count(
     buckets: Iterable[Callable[[int], int]],
     *,
     max_work: float = float("inf"),
+    max_ratio: float = MAX_WORK_RATIO,
     negligible: float = NEGLIGIBLE_EXTRA_WORK,
     family: str = "",
     key: tuple | None = None,
@@ -192,8 +196,8 @@ def padded_count(
 
     ``work(c)`` estimates one iteration's work with ``c`` components; ``buckets`` are
     the candidate rules, coarse first.  The first candidate whose work is within
-    :data:`MAX_WORK_RATIO` of ``work(k)`` (or at most ``negligible`` above it) and at
-    most ``max_work`` is taken, else ``k``.  With a ``key`` (see :func:`signature`), a
+    ``max_ratio`` of ``work(k)`` (or at most ``negligible`` above it) and at most
+    ``max_work`` is taken, else ``k``.  With a ``key`` (see :func:`signature`), a
     program this process already ran for exactly ``k`` is reused, and the choice is
     remembered.
     """
@@ -206,7 +210,7 @@ def padded_count(
             if candidate == k:  # k is on this rule's grid, or the rule does not apply
                 continue
             padded = work(candidate)
-            within = padded <= MAX_WORK_RATIO * exact or padded - exact <= negligible
+            within = padded <= max_ratio * exact or padded - exact <= negligible
             if within and padded <= max_work:
                 size = candidate
                 break
@@ -246,6 +250,7 @@ def gaussian_latent_columns(
         lambda K: gaussian_latent_work(K, n_features, n_missing_rows),
         (shared, lambda K: powers(K, 4), ladder),
         max_work=GAUSSIAN_LATENT_MAX_WORK,
+        max_ratio=ONE_PASS_MAX_WORK_RATIO if one_pass else MAX_WORK_RATIO,
         negligible=ONE_PASS_NEGLIGIBLE_WORK if one_pass else NEGLIGIBLE_EXTRA_WORK,
         family="gaussian_latent",
         key=key,

@@ -234,7 +234,8 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             best = search.best_row(rows)
             family, K, est = best["model"], best["n_components"], best["estimator"]
             self._heldout = (best["fits"], masks)
-        self.model_ = clone(est).fit(Xs)
+        # (a fixed model is already a fresh clone: search.build_candidate)
+        self.model_ = (est if specs is None else clone(est)).fit(Xs)
         self.chosen_ = {"model": family, "n_components": search.fitted_k(self.model_, K)}
         self._X_fit = Xs  # kept for bootstrap refits in ``sample``
         return self
