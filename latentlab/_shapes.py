@@ -27,6 +27,12 @@ iteration.  The trade-off, stated once here:
   1.5x) -- and the first within the bound is taken, else K itself.  A K grid 1..8 on
   small data then compiles one to four programs, and no fit pays more than ~1.5x.
 * A shape whose exact program this process has already compiled is not padded.
+* Inside a search over a grid of K (:func:`search_grid`: the Imputer's model search),
+  the bound holds for the search as a whole: the grid is cut into the fewest
+  contiguous groups, each fitted at its largest K, whose total padded work is within
+  :data:`MAX_WORK_RATIO` of the grid's exact total.  A search over K = 1..12 then
+  compiles about three EM programs instead of five, and small K, whose fits are
+  cheapest, carry the padding.
 * Rows that EM revisits every iteration are padded on a quarter-octave ladder (at most
   1.25x: 32, 40, 48, 56, 64, 80, ...); rows of one-pass maps (scoring, transforms) on a
   coarser one (powers of two up to 256, then quarter-octaves), whose padding is paid
@@ -39,6 +45,8 @@ masked rows are not an approximation of anything.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -60,6 +68,7 @@ __all__ = [
     "pad_rows",
     "padded_count",
     "padded_size",
+    "search_grid",
     "signature",
     "topic_bucket",
     "topics",
@@ -234,6 +243,48 @@ def gaussian_latent_work(n_columns: int, n_features: int, n_missing_rows: int = 
     return GAUSSIAN_LATENT_OVERHEAD + d * d * K + d * K**3 / 10 + m * (d * (K + 0.5) + K**3 / 4)
 
 
+_GRIDS: list[tuple[int, ...]] = []  # the K grids of the searches in progress
+
+
+@contextlib.contextmanager
+def search_grid(n_components: Iterable[int]):
+    """Inside this block, Gaussian latent EM fits whose K is in ``n_components`` choose
+    their loadings columns for the whole grid (see the module docstring)."""
+    _GRIDS.append(tuple(sorted({int(k) for k in n_components if k is not None and k >= 1})))
+    try:
+        yield
+    finally:
+        _GRIDS.pop()
+
+
+@functools.lru_cache(maxsize=256)
+def _grid_buckets(grid: tuple[int, ...], n_features: int, n_missing_rows: int) -> dict:
+    """K -> columns for a search over ``grid``: the fewest contiguous groups, each at its
+    largest K, whose summed work is within MAX_WORK_RATIO of the grid's exact sum."""
+    work = [gaussian_latent_work(K, n_features, n_missing_rows) for K in grid]
+    budget = MAX_WORK_RATIO * sum(work)
+    n = len(grid)
+    # least padded work covering grid[:i] with g groups, and where its last group starts
+    best = {(0, 0): (0.0, 0)}
+    for groups in range(1, n + 1):
+        for i in range(1, n + 1):
+            options = [
+                (best[groups - 1, j][0] + (i - j) * work[i - 1], j)
+                for j in range(i)
+                if (groups - 1, j) in best
+            ]
+            if options:
+                best[groups, i] = min(options)
+        if (groups, n) in best and best[groups, n][0] <= budget:
+            break
+    buckets, i = {}, n
+    while i > 0:
+        j = best[groups, i][1]
+        buckets.update(dict.fromkeys(grid[j:i], grid[i - 1]))
+        i, groups = j, groups - 1
+    return buckets
+
+
 def gaussian_latent_columns(
     n_components: int,
     n_features: int,
@@ -245,6 +296,13 @@ def gaussian_latent_columns(
     see :mod:`latentlab.models.gaussian_latent`); ``n_missing_rows`` are the padded rows
     the E-step visits one by one.  ``one_pass``: for a row-wise map over that many
     rows (scoring, posteriors, imputation) instead of an EM iteration."""
+    K = max(int(n_components), 1)
+    if _GRIDS and K in _GRIDS[-1] and not one_pass and get_config()["padding"]:
+        columns = _grid_buckets(_GRIDS[-1], int(n_features), int(n_missing_rows))[K]
+        if key is None or ("gaussian_latent", K, key) not in _PROGRAMS:
+            if key is not None:
+                _PROGRAMS.add(("gaussian_latent", columns, key))
+            return columns
     return padded_count(
         max(int(n_components), 1),
         lambda K: gaussian_latent_work(K, n_features, n_missing_rows),

@@ -131,6 +131,23 @@ def test_padding_costs_at_most_half_again_the_unpadded_work(n_features, n_missin
             assert work <= ratio * exact or work - exact <= negligible, (K, one_pass)
 
 
+@pytest.mark.parametrize("n_missing_rows", [0, 192, 448, 5000])
+def test_a_search_keeps_its_whole_grid_within_half_again_the_unpadded_work(n_missing_rows):
+    grid = range(1, 13)
+    with _shapes.search_grid(grid):
+        columns = [padded_columns(K, 13, n_missing_rows) for K in grid]
+    exact = sum(_shapes.gaussian_latent_work(K, 13, n_missing_rows) for K in grid)
+    padded = sum(_shapes.gaussian_latent_work(c, 13, n_missing_rows) for c in columns)
+    assert all(c >= K for K, c in zip(grid, columns, strict=True))
+    assert columns == sorted(columns)  # contiguous groups, each at its largest K
+    assert padded <= 1.5 * exact
+    assert len(set(columns)) <= 3  # K = 1..12: three programs (five fit by fit)
+    # outside the search, each fit is bounded on its own again
+    one = _shapes.gaussian_latent_work(1, 13, n_missing_rows)
+    alone = _shapes.gaussian_latent_work(padded_columns(1, 13, n_missing_rows), 13, n_missing_rows)
+    assert alone <= 1.5 * one or alone - one <= _shapes.NEGLIGIBLE_EXTRA_WORK
+
+
 def test_row_buckets_pad_by_at_most_a_quarter():
     rows = range(33, 5000)
     sizes = [_shapes.em_rows(n) for n in rows]

@@ -14,6 +14,8 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
+from latentlab._shapes import search_grid
+
 # model name -> estimator class name in latentlab
 FAMILIES = {
     "ppca": "PPCA",
@@ -244,41 +246,49 @@ def evaluate(specs, Xs, masks, seed: int, *, tol: float, verbose: int = 0) -> li
     for the data) gets ``per_row=None`` and the reason in ``note``.
     """
     rows = []
-    for spec in progress(specs, "imputer: scoring models", verbose):
-        family, K, est = build_candidate(spec, seed, tol)
-        row = {"model": family, "n_components": K, "estimator": est, "note": ""}
-        scored = clone(est)
-        if is_named(spec):  # models Imputer builds: looser tol while only ranking
-            scored.set_params(tol=max(tol, SEARCH_TOL))
-        start = time.perf_counter()
-        try:
-            per_row, fits = np.zeros(Xs.shape[0]), []
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                for hidden in masks:
-                    X_train = np.where(hidden, np.nan, Xs)
-                    fitted = clone(scored).fit(X_train)
-                    per_row += fitted.score_samples(Xs) - fitted.score_samples(X_train)
-                    fits.append(fitted)
-            row["fits"] = fits  # reused to calibrate intervals if the row wins
-            row["n_components"] = fitted_k(fitted, K)
-            row["n_params"] = _n_params(fitted)
-            row["per_row"] = per_row
-            row["note"] = "; ".join(sorted({str(w.message).split(";")[0] for w in caught}))
-            if not np.all(np.isfinite(per_row)):
-                raise ValueError("non-finite held-out log-likelihood")
-        except ValueError as err:  # e.g. K too large for the data: skip, say why
-            row["per_row"] = None
-            row["note"] = str(err)
-        row["seconds"] = time.perf_counter() - start
-        row["n_hidden"] = int(sum(hidden.sum() for hidden in masks))
-        rows.append(row)
+    # the fits of this search share compiled programs over its grid of K
+    grid = [spec[1] if is_named(spec) else spec.get_params().get("n_components") for spec in specs]
+    with search_grid(k for k in grid if isinstance(k, int | np.integer)):
+        for spec in progress(specs, "imputer: scoring models", verbose):
+            rows.append(_evaluate_one(spec, Xs, masks, seed, tol))
     if not any(r["per_row"] is not None for r in rows):
         raise ValueError(
             "no candidate model could be fitted: "
             + "; ".join(f"{r['model']}(K={r['n_components']}): {r['note']}" for r in rows)
         )
     return rows
+
+
+def _evaluate_one(spec, Xs, masks, seed, tol) -> dict:
+    """One row of :func:`evaluate`."""
+    family, K, est = build_candidate(spec, seed, tol)
+    row = {"model": family, "n_components": K, "estimator": est, "note": ""}
+    scored = clone(est)
+    if is_named(spec):  # models Imputer builds: looser tol while only ranking
+        scored.set_params(tol=max(tol, SEARCH_TOL))
+    start = time.perf_counter()
+    try:
+        per_row, fits = np.zeros(Xs.shape[0]), []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for hidden in masks:
+                X_train = np.where(hidden, np.nan, Xs)
+                fitted = clone(scored).fit(X_train)
+                per_row += fitted.score_samples(Xs) - fitted.score_samples(X_train)
+                fits.append(fitted)
+        row["fits"] = fits  # reused to calibrate intervals if the row wins
+        row["n_components"] = fitted_k(fitted, K)
+        row["n_params"] = _n_params(fitted)
+        row["per_row"] = per_row
+        row["note"] = "; ".join(sorted({str(w.message).split(";")[0] for w in caught}))
+        if not np.all(np.isfinite(per_row)):
+            raise ValueError("non-finite held-out log-likelihood")
+    except ValueError as err:  # e.g. K too large for the data: skip, say why
+        row["per_row"] = None
+        row["note"] = str(err)
+    row["seconds"] = time.perf_counter() - start
+    row["n_hidden"] = int(sum(hidden.sum() for hidden in masks))
+    return row
 
 
 def best_row(rows):
