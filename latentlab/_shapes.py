@@ -299,13 +299,16 @@ def gaussian_latent_columns(
     K = max(int(n_components), 1)
     if _GRIDS and K in _GRIDS[-1] and not one_pass and get_config()["padding"]:
         columns = _grid_buckets(_GRIDS[-1], int(n_features), int(n_missing_rows))[K]
-        if key is None or ("gaussian_latent", K, key) not in _PROGRAMS:
+        # the same size cap as a single fit's, and an exact program already run wins
+        small = gaussian_latent_work(columns, n_features, n_missing_rows)
+        exact_ran = key is not None and ("gaussian_latent", K, key) in _PROGRAMS
+        if small <= GAUSSIAN_LATENT_MAX_WORK and not exact_ran:
             if key is not None:
                 _PROGRAMS.add(("gaussian_latent", columns, key))
             return columns
     return padded_count(
-        max(int(n_components), 1),
-        lambda K: gaussian_latent_work(K, n_features, n_missing_rows),
+        K,
+        lambda c: gaussian_latent_work(c, n_features, n_missing_rows),
         (shared, lambda K: powers(K, 4), ladder),
         max_work=GAUSSIAN_LATENT_MAX_WORK,
         max_ratio=ONE_PASS_MAX_WORK_RATIO if one_pass else MAX_WORK_RATIO,
