@@ -31,6 +31,7 @@ from latentlab.models.gaussian_latent import (
     observe_rows,
     sample_loadings_and_mean,
     solve_regression,
+    variance_coordinates,
 )
 from numpyro import handlers
 
@@ -45,6 +46,7 @@ __all__ = [
     "init_params",
     "e_step",
     "m_step",
+    "coordinates",
     "rescale",
     "scale_data",
     "observed_counts",
@@ -188,6 +190,10 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
     W, mu, residual = solve_regression(stats)
     psi = jnp.maximum(residual / stats.count, hyper.variance_floor)
     return Params(W=W, mu=mu, psi=psi)
+
+
+# The quasi-Newton phase's coordinates: a Heywood uniqueness lands on its floor.
+coordinates = variance_coordinates(Params, lambda hyper: (hyper.variance_floor,))
 
 
 # ----------------------------------------------------------------------------- host algebra

@@ -32,6 +32,7 @@ from latentlab.models.gaussian_latent import (
     pca_solution,
     sample_loadings_and_mean,
     solve_regression,
+    variance_coordinates,
 )
 from numpyro import handlers
 
@@ -48,6 +49,7 @@ __all__ = [
     "init_from_pca",
     "e_step",
     "m_step",
+    "coordinates",
     "ml_params",
     "n_parameters",
 ]
@@ -159,6 +161,10 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
     W, mu, residual = solve_regression(stats)
     sigma2 = jnp.sum(residual) / jnp.sum(stats.count)
     return Params(W=W, mu=mu, sigma2=jnp.maximum(sigma2, hyper.variance_floor))
+
+
+# The quasi-Newton phase's coordinates (latentlab.inference.quasi_newton).
+coordinates = variance_coordinates(Params, lambda hyper: (hyper.variance_floor,))
 
 
 # ----------------------------------------------------------------------------- closed form

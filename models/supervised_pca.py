@@ -48,6 +48,7 @@ from latentlab.models.gaussian_latent import (
     observe_rows,
     row_posteriors,
     solve_regression,
+    variance_coordinates,
 )
 from numpyro import handlers
 
@@ -62,6 +63,7 @@ __all__ = [
     "init_params",
     "e_step",
     "m_step",
+    "coordinates",
     "noise_precision",
     "rescale",
 ]
@@ -257,6 +259,10 @@ def m_step(stats, params: Params, hyper: Hyper) -> Params:
         sigma2_x=jnp.maximum(sigma2_x, hyper.variance_floor[0]),
         sigma2_y=jnp.maximum(sigma2_y, hyper.variance_floor[1]),
     )
+
+
+# The quasi-Newton phase's coordinates (latentlab.inference.quasi_newton).
+coordinates = variance_coordinates(Params, lambda hyper: tuple(hyper.variance_floor))
 
 
 # ----------------------------------------------------------------------------- host algebra

@@ -12,6 +12,7 @@ import numpy as np
 
 from latentlab.estimators._rows import map_row_chunks
 from latentlab.inference.em import run_em
+from latentlab.inference.quasi_newton import MAX_PARAMETERS
 from latentlab.models.gaussian_latent import conditional_missing, mean_imputed_pca, row_posteriors
 
 __all__ = [
@@ -83,8 +84,21 @@ def _em_program(
         tol,
         max_iter=max_iter,
         verbose=verbose,
+        polish=_polish(module, data, starts),
     )
     return result.params, result.trace, result.n_iter, result.converged
+
+
+def _polish(module, data, starts):
+    """The model's coordinates for EM's quasi-Newton phase, where it has them and the
+    parameters are few enough for a dense inverse Hessian.  Rows summed on the host
+    (out of core) take part: the gradient is Fisher's identity on the E-step's sums
+    (:func:`~latentlab.models.gaussian_latent.expected_stats`)."""
+    coordinates = getattr(module, "coordinates", None)
+    n_parameters = sum(leaf[0].size for leaf in jax.tree.leaves(starts))
+    if coordinates is None or n_parameters > MAX_PARAMETERS:
+        return None
+    return coordinates
 
 
 def _padded(fn, *arrays_before, X, mask):

@@ -65,11 +65,11 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     method : {"em", "map", "svi"}, default="em"
         As for :class:`latentlab.PPCA` (``"map"`` with ``prior=False`` is ML by gradient).
     tol : float, default=1e-10
-        EM stops when an accelerated cycle raises the log-likelihood by less than
-        ``tol`` per sample.  FA's EM crawls, and an accelerated cycle can make little
-        progress and the next one much more, so stopping at 1e-8 (PPCA's default) can
-        leave a few 1e-9 nats per row, more than scikit-learn leaves at the same tol;
-        the few extra O(d^2 K) iterations are cheap.
+        The fit stops when an iteration raises the log-likelihood by less than
+        ``tol`` per sample (after EM's first cycles, with the projected gradient at
+        most ``sqrt(tol)`` per sample too: see PPCA's ``tol``).  FA's likelihood is
+        flat along weakly determined directions, where a small change says little
+        about the distance to the maximum, so the default is tighter than PPCA's.
     max_iter, n_init, prior, svi_steps, learning_rate, random_state, dtype
         As for :class:`latentlab.PPCA`.
     {streaming_em_parameters}

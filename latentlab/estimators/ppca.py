@@ -60,9 +60,14 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         the ELBO.
     tol : float, default=1e-8
         EM stops when the mean per-sample log-likelihood changes by less than this
-        between two (SQUAREM-accelerated) iterations.
+        between two (SQUAREM-accelerated) iterations.  A fit still going after
+        :data:`~latentlab.inference.em.POLISH_AFTER` cycles (EM crawls where much
+        information is missing) turns to projected quasi-Newton steps on the same
+        likelihood (:mod:`latentlab.inference.quasi_newton`), which stop when a step
+        raises it by less than ``tol`` per sample and the projected gradient is at
+        most ``sqrt(tol)`` per sample.
     max_iter : int, default=2000
-        Maximum number of EM iterations.
+        Maximum number of iterations: EM cycles and quasi-Newton steps together.
     n_init : int, default=1
         Number of starts (EM and MAP); the best objective is kept.  EM's first start
         is the PCA solution of the mean-imputed data (the ML solution itself for

@@ -20,8 +20,15 @@ import jax
 import jax.numpy as jnp
 
 from latentlab.inference.programs import program
+from latentlab.inference.quasi_newton import maximise_in_box
 
-__all__ = ["EMResult", "run_em"]
+__all__ = ["EMResult", "POLISH_AFTER", "run_em"]
+
+# EM cycles before a fit with ``polish`` turns to quasi-Newton steps.  EM's first
+# cycles make the large moves cheaply and safely; where its rate is fast it has
+# converged by then, and where it crawls (missing information, a Heywood boundary)
+# the quasi-Newton phase takes tens to hundreds of steps where EM takes thousands.
+POLISH_AFTER = 10
 
 
 class EMResult(NamedTuple):
@@ -106,6 +113,7 @@ def _all_finite(tree, blockwise=False):
         "verbose",
         "lazy_objective",
         "blockwise",
+        "polish",
     )
 )
 def run_em(
@@ -121,6 +129,7 @@ def run_em(
     verbose: int = 0,
     lazy_objective: bool = False,
     blockwise: bool = False,
+    polish=None,
 ):
     """Run EM from each start in ``params0`` (leading axis = starts); keep the best.
 
@@ -157,6 +166,15 @@ def run_em(
     change to be at most ``tol * n_samples`` (``n_samples`` may be a vector, a scale
     per block).  ``trace`` and ``objective`` hold the sum over blocks and per block;
     only a NaN counts as a breakdown (a block at -inf stays there: converged).
+
+    ``polish`` (a :class:`~latentlab.inference.quasi_newton.BoxCoordinates`) switches a
+    fit that has not converged after :data:`POLISH_AFTER` EM cycles to projected
+    BFGS steps on the same objective (:mod:`latentlab.inference.quasi_newton`), in the
+    model's coordinates with their bounds (log variances above their floors), started
+    with a diagonal inverse Hessian read off one more EM step.  Every accepted step
+    raises the objective, so the trace stays monotone; ``n_iter`` and ``max_iter``
+    count EM cycles and quasi-Newton steps together, and the stopping rule reads the
+    same (a change of at most ``tol`` per sample).
     """
     dtype = jax.tree.leaves(params0)[0].dtype
     n_substeps = 4 if accelerate else 1
@@ -211,6 +229,8 @@ def run_em(
             p_next = _select(accept & _all_finite(p_next, blockwise), p_next, theta2)
         return objective0, stats0, p_next
 
+    em_limit = min(max_iter, POLISH_AFTER) if polish is not None else max_iter
+
     def single(start, index):
         stats = zeros_like_stats()
         trace = jnp.full((max_iter,), jnp.nan, dtype)
@@ -234,7 +254,7 @@ def run_em(
                 breakdown = ~jnp.isfinite(objective)
                 block_ok = (j > 0) & change_ok
             converged = (j > 0) & ~breakdown & change_ok
-            done = breakdown | converged | (j == max_iter)
+            done = breakdown | converged | (j == em_limit)
             trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
@@ -260,8 +280,40 @@ def run_em(
 
         final = jax.lax.while_loop(cond, body, state)
         params, stats, objective, converged, _, n_iter, trace, _, breakdown, block_ok = final
-        return EMResult(
+        result = EMResult(
             params, trace, n_iter, converged, objective, stats, objective, breakdown, block_ok
+        )
+        if em_limit == max_iter:
+            return result
+        return jax.lax.cond(converged | breakdown, lambda r: r, polished, result)
+
+    def polished(result):
+        """The quasi-Newton phase from EM's last iterate (see ``polish``)."""
+        x0, lower, upper = polish.to_free(result.params, hyper)
+
+        def objective(x):
+            return e_step(polish.from_free(x, hyper), data, hyper)[1]
+
+        def em_map(x):
+            params = polish.from_free(x, hyper)
+            params = m_step(e_step(params, data, hyper)[0], params, hyper)
+            return polish.to_free(params, hyper)[0]
+
+        steps = max_iter - em_limit
+        qn = maximise_in_box(objective, em_map, x0, lower, upper, n_samples, tol, steps)
+        params = polish.from_free(qn.x, hyper)
+        stats, value = e_step(params, data, hyper)
+        # EM's trace, then the quasi-Newton steps' (EM stopped at n_iter <= em_limit)
+        room = jnp.concatenate([result.trace, jnp.full((steps,), jnp.nan, dtype)])
+        trace = jax.lax.dynamic_update_slice(room, qn.trace, (result.n_iter,))[:max_iter]
+        return result._replace(
+            params=params,
+            trace=trace,
+            n_iter=result.n_iter + qn.n_iter,
+            converged=qn.converged,
+            objective=value,
+            stats=stats,
+            start_objectives=value,
         )
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]
