@@ -7,6 +7,11 @@ padding : bool, default True
     fits of nearby shapes (a K grid, cross-validation folds) share compiled programs.
     Padding never changes a result beyond round-off; ``False`` makes every fit run at
     its exact shape (one compile per new shape).
+progress : bool, default True
+    Show a progress bar (tqdm's, notebook-aware) for a search, refit loop or
+    comparison once it has run for two seconds, on a terminal or in a notebook
+    (:mod:`latentlab._progress`).  ``False`` turns these bars off; ``verbose=1`` where
+    an estimator has it shows its bars in any case.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import contextlib
 
 __all__ = ["config_context", "get_config", "set_config"]
 
-_DEFAULTS = {"padding": True}
+_DEFAULTS = {"padding": True, "progress": True}
 _config = dict(_DEFAULTS)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 
@@ -364,9 +365,11 @@ def compare(
     return_estimators : bool, default=False
         Also return ``{name: estimator fitted to all of X}`` (None where that fit
         failed).
-    progress : callable, optional
+    progress : callable or bool, optional
         Wraps the iterable of ``(name, estimator)`` pairs as they are evaluated, e.g.
-        ``tqdm.tqdm`` for a progress bar.
+        ``tqdm.tqdm`` for a progress bar of one's own.  None (default): a bar over the
+        models once the comparison has run for two seconds, on a terminal or in a
+        notebook (off with ``latentlab.set_config(progress=False)``); False: none.
 
     Returns
     -------
@@ -451,7 +454,13 @@ def compare(
         )
     folds = _folds(cv, random_state, X.shape[0])
     rows, fitted, pointwise = {}, {}, {}
-    for name, est in named.items() if progress is None else progress(named.items()):
+    if progress is None:
+        from latentlab._progress import progress as default_progress
+
+        progress = partial(default_progress, desc="compare")
+    elif progress is False:
+        progress = iter
+    for name, est in progress(named.items()):
         rows[name], fitted[name], pointwise[name] = _evaluate(
             name, est, X, y, folds, random_state, loo, loo_kwargs or {}
         )

@@ -13,8 +13,9 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
+from latentlab._progress import progress
 from latentlab._validation import check_positive_int
-from latentlab.impute.search import holdout_mask, progress
+from latentlab.impute.search import holdout_mask
 
 
 def mixture_interval(weights, means, sds, level):

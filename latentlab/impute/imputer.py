@@ -63,7 +63,9 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         deviation.  (PPCA's single noise variance is not scale-invariant.)
     random_state : int, RandomState or None, default=None
     verbose : int, default=0
-        If > 0, show progress bars on stderr for the model search and bootstrap refits.
+        If > 0, show progress bars on stderr for the model search and bootstrap refits
+        at once; at 0 they appear once a loop has run for two seconds, on a terminal
+        or in a notebook (``latentlab.set_config(progress=False)``: never).
 
     Attributes
     ----------

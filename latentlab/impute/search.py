@@ -7,13 +7,13 @@ candidate by the conditional log-density of those entries, and the selection tab
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 
 import numpy as np
 from sklearn.base import clone
 
+from latentlab._progress import progress
 from latentlab._shapes import search_grid
 
 # model name -> estimator class name in latentlab
@@ -138,23 +138,6 @@ def plan(model, candidates, n_components, n_samples: int, n_features: int):
     if isinstance(model, str) and n_components is None and model != "bpca":
         return default_candidates(model, n_samples, n_features)
     return None
-
-
-def progress(items, desc: str, verbose: int):
-    """``items``, with a progress bar on stderr when ``verbose`` (tqdm; left off
-    the screen when done).
-
-    Parameters
-    ----------
-    items : iterable
-    desc : str
-        Label shown before the bar.
-    verbose : int
-        0 hides the bar.
-    """
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, disable=not verbose, file=sys.stderr, leave=False)
 
 
 def is_named(spec) -> bool:
