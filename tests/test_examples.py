@@ -151,7 +151,11 @@ def check_ppca_vs_fa(s):
     assert s["ppca_best_k"] > s["planted_k"]  # PPCA spends components on noisy features
     se = max(s["fa_best_se"], s["ppca_best_se"])
     assert s["fa_best_heldout"] - s["ppca_best_heldout"] > 2 * se
-    assert s["psi_log_corr"] > 0.8  # FA's psi tracks the planted noise variances
+    # FA's psi tracks the planted noise variances, except that the ML fit may put a
+    # feature on its floor (a Heywood case: feature 9 here, planted at 0.38, where EM
+    # alone used to stop, unconverged, at 0.018); 0.98 measured without it
+    assert s["n_heywood"] <= 1
+    assert s["psi_log_corr"] > 0.9
 
 
 def check_embedding_uncertainty(s):

@@ -90,13 +90,19 @@ def _em_program(
 
 
 def _polish(module, data, starts):
-    """The model's coordinates for EM's quasi-Newton phase, where it has them and the
-    parameters are few enough for a dense inverse Hessian.  Rows summed on the host
-    (out of core) take part: the gradient is Fisher's identity on the E-step's sums
-    (:func:`~latentlab.models.gaussian_latent.expected_stats`)."""
+    """The model's coordinates for EM's quasi-Newton phase, where it has them, the fit
+    is in float64 and the parameters are few enough for a dense inverse Hessian.  Rows
+    summed on the host (out of core) take part: the gradient is Fisher's identity on
+    the E-step's sums (:func:`~latentlab.models.gaussian_latent.expected_stats`).
+
+    Not in float32: a line search compares objectives, and float32's (~1e-7 of a sum
+    of thousands of row terms, worse near a Heywood case) is coarser than the gains it
+    would judge, so the search accepts round-off (seen: a trace 9 nats above the
+    model's own score); EM's steps do not rest on such comparisons."""
     coordinates = getattr(module, "coordinates", None)
-    n_parameters = sum(leaf[0].size for leaf in jax.tree.leaves(starts))
-    if coordinates is None or n_parameters > MAX_PARAMETERS:
+    leaves = jax.tree.leaves(starts)
+    n_parameters = sum(leaf[0].size for leaf in leaves)
+    if coordinates is None or leaves[0].dtype != jnp.float64 or n_parameters > MAX_PARAMETERS:
         return None
     return coordinates
 

@@ -99,26 +99,36 @@ def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: i
     lower, _ = ravel_pytree(lower)
     upper, _ = ravel_pytree(upper)
     dtype = x0.dtype
-    em_tree = em_map
+    x0 = jnp.clip(x0, lower, upper)
 
-    def em_map(x):
-        return ravel_pytree(em_tree(unravel(x)))[0]
-
-    def loss(x):
+    def raw_loss(x):
         value = -objective(unravel(x)) / scale
         return jnp.where(jnp.isfinite(value), value, jnp.inf)
 
+    # The method works in y = x / sqrt(h), h the diagonal inverse Hessian one EM step
+    # gives: there every coordinate has the objective's own scale (curvature ~1), so
+    # that the epsilon-active set, the gradient test and the first step mean the same
+    # for loadings in 1e-8 units as for standardised ones, and the inverse Hessian
+    # starts (and restarts) as the identity.
+    f0, g0 = jax.value_and_grad(raw_loss)(x0)
+    em_x, _ = ravel_pytree(em_map(unravel(x0)))
+    unit = jnp.sqrt(_em_diagonal(jnp.clip(em_x, lower, upper) - x0, g0))
+    lower, upper = lower / unit, upper / unit
+
+    def loss(y):
+        return raw_loss(y * unit)
+
     loss_and_grad = jax.value_and_grad(loss)
 
-    def project(x):
-        return jnp.clip(x, lower, upper)
+    def project(y):
+        return jnp.clip(y, lower, upper)
 
-    def projected_gradient(x, g):
-        return x - project(x - g)
+    def projected_gradient(y, g):
+        return y - project(y - g)
 
-    x0 = project(x0)
-    f0, g0 = loss_and_grad(x0)
-    restart = jnp.diag(_em_diagonal(project(em_map(x0)) - x0, g0))
+    x0 = x0 / unit
+    g0 = g0 * unit
+    restart = jnp.eye(x0.shape[0], dtype=dtype)
 
     def step(state: _State) -> _State:
         x, f, g, H = state.x, state.loss, state.grad, state.inverse_hessian
@@ -215,7 +225,7 @@ def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: i
     state = jax.lax.while_loop(lambda state: ~state.done, step, state)
     objective_value = -state.loss * scale
     return QuasiNewtonResult(
-        unravel(state.x), objective_value, state.trace, state.n_iter, state.converged
+        unravel(state.x * unit), objective_value, state.trace, state.n_iter, state.converged
     )
 
 
