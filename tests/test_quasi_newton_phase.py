@@ -104,17 +104,16 @@ def test_maximise_in_box_solves_a_bounded_quadratic():
                 return x
         raise AssertionError("no KKT point")
 
-    A_, a_ = jnp.asarray(A), jnp.asarray(a)
-
-    def objective(x):
-        return -0.5 * (x - a_) @ A_ @ (x - a_)
-
-    def em_map(x):  # a (slow) gradient step standing in for EM's
-        return x - 0.01 * A_ @ (x - a_)
-
     with jax.enable_x64(True):
+        A_, a_ = jnp.asarray(A), jnp.asarray(a)
+
+        def objective(x):
+            return -0.5 * (x - a_) @ A_ @ (x - a_)
+
+        start = jnp.ones(6)
+        x_em = start - 0.01 * A_ @ (start - a_)  # a slow gradient step standing in for EM's
         result = maximise_in_box(
-            objective, em_map, jnp.ones(6), jnp.zeros(6), jnp.full(6, jnp.inf), 1.0, 1e-14, 100
+            objective, x_em, start, jnp.zeros(6), jnp.full(6, jnp.inf), 1.0, 1e-14, 100
         )
         converged = bool(result.converged)
         x = np.asarray(result.x)

@@ -37,7 +37,7 @@ class EMResult(NamedTuple):
     n_iter: jax.Array  # number of M-steps taken
     converged: jax.Array  # bool
     objective: jax.Array  # objective at ``params`` (== trace[n_iter - 1])
-    stats: Any  # E-step statistics at ``params``
+    stats: Any  # E-step statistics at ``params`` (with ``polish``: at EM's last iterate)
     start_objectives: jax.Array  # (n_init,) final objective of every start
     # True where an iterate's objective was not finite: the run stopped and ``params``
     # is the last iterate with a finite objective (the start if none after it)
@@ -294,15 +294,13 @@ def run_em(
         def objective(x):
             return e_step(polish.from_free(x, hyper), data, hyper)[1]
 
-        def em_map(x):
-            params = polish.from_free(x, hyper)
-            params = m_step(e_step(params, data, hyper)[0], params, hyper)
-            return polish.to_free(params, hyper)[0]
-
+        # one EM step from x0, for the starting diagonal: EM's statistics at its last
+        # iterate are those at x0, so it takes an M-step only (each E-step written
+        # into the program lengthens its compile)
+        x_em = polish.to_free(m_step(result.stats, result.params, hyper), hyper)[0]
         steps = max_iter - em_limit
-        qn = maximise_in_box(objective, em_map, x0, lower, upper, n_samples, tol, steps)
+        qn = maximise_in_box(objective, x_em, x0, lower, upper, n_samples, tol, steps)
         params = polish.from_free(qn.x, hyper)
-        stats, value = e_step(params, data, hyper)
         # EM's trace, then the quasi-Newton steps' (EM stopped at n_iter <= em_limit)
         room = jnp.concatenate([result.trace, jnp.full((steps,), jnp.nan, dtype)])
         trace = jax.lax.dynamic_update_slice(room, qn.trace, (result.n_iter,))[:max_iter]
@@ -311,9 +309,8 @@ def run_em(
             trace=trace,
             n_iter=result.n_iter + qn.n_iter,
             converged=qn.converged,
-            objective=value,
-            stats=stats,
-            start_objectives=value,
+            objective=qn.objective,
+            start_objectives=qn.objective,
         )
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]

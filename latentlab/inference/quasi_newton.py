@@ -70,7 +70,9 @@ class QuasiNewtonResult(NamedTuple):
 
 
 class _State(NamedTuple):
-    x: jax.Array  # flat coordinates
+    x: jax.Array  # flat coordinates, in units of ``unit``
+    unit: jax.Array  # sqrt of EM's diagonal inverse Hessian (ones before the first step)
+    fresh: jax.Array  # the first iteration: evaluates the start, takes no step
     loss: jax.Array  # -objective / scale at x
     grad: jax.Array  # its gradient
     inverse_hessian: jax.Array  # (p, p)
@@ -81,11 +83,11 @@ class _State(NamedTuple):
     done: jax.Array
 
 
-def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: int):
+def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int):
     """Maximise ``objective(x)`` over ``lower <= x <= upper`` from ``x0``.
 
-    ``em_map(x)`` is one EM step in these coordinates (E-step, M-step, back to x),
-    which gives the starting diagonal.  ``x0``, ``lower`` and ``upper`` are pytrees of
+    ``x_em`` is the point one EM step from ``x0``, in these coordinates, which gives
+    the starting diagonal.  ``x0``, ``lower`` and ``upper`` are pytrees of
     one structure.  The objective is divided by ``scale`` (the number of samples), so
     that ``tol`` reads as for EM.  The run has converged when a step raises the
     objective by at most ``tol`` per sample and the largest entry of the projected
@@ -109,32 +111,26 @@ def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: i
     # gives: there every coordinate has the objective's own scale (curvature ~1), so
     # that the epsilon-active set, the gradient test and the first step mean the same
     # for loadings in 1e-8 units as for standardised ones, and the inverse Hessian
-    # starts (and restarts) as the identity.
-    f0, g0 = jax.value_and_grad(raw_loss)(x0)
-    em_x, _ = ravel_pytree(em_map(unravel(x0)))
-    unit = jnp.sqrt(_em_diagonal(jnp.clip(em_x, lower, upper) - x0, g0))
-    lower, upper = lower / unit, upper / unit
-
-    def loss(y):
-        return raw_loss(y * unit)
-
-    loss_and_grad = jax.value_and_grad(loss)
-
-    def project(y):
-        return jnp.clip(y, lower, upper)
-
-    def projected_gradient(y, g):
-        return y - project(y - g)
-
-    x0 = x0 / unit
-    g0 = g0 * unit
+    # starts (and restarts) as the identity.  h needs the gradient at x0, which the
+    # first iteration's line search evaluates (with a null step), so that the objective
+    # appears once in the program: each copy of an E-step lengthens its compile.
+    em_step = jnp.clip(ravel_pytree(x_em)[0], lower, upper) - x0
     restart = jnp.eye(x0.shape[0], dtype=dtype)
 
     def step(state: _State) -> _State:
-        x, f, g, H = state.x, state.loss, state.grad, state.inverse_hessian
+        x, f, g, H, unit = state.x, state.loss, state.grad, state.inverse_hessian, state.unit
+        low, high = lower / unit, upper / unit
+
+        def project(y):
+            return jnp.clip(y, low, high)
+
+        def projected_gradient(y, g):
+            return y - project(y - g)
+
+        loss_and_grad = jax.value_and_grad(lambda y: raw_loss(y * unit))
         width = jnp.minimum(_ACTIVE_EPSILON, jnp.linalg.norm(projected_gradient(x, g)))
-        active = ((x <= lower + width) & (g > 0)) | ((x >= upper - width) & (g < 0))
-        active = active | (lower == upper)
+        active = ((x <= low + width) & (g > 0)) | ((x >= high - width) & (g < 0))
+        active = active | (low == high)
         g_free = jnp.where(active, 0.0, g)
         descends = g_free @ (H @ g_free) > 0
         H = jnp.where(descends | ~jnp.any(g_free != 0), H, restart)
@@ -183,8 +179,14 @@ def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: i
         x_new = jnp.where(accepted, x_t, x)
         f_new = jnp.where(accepted, f_t, f)
         g_new = jnp.where(accepted, g_t, g)
-        trace = jnp.where(accepted, state.trace.at[state.n_iter].set(-f_t * scale), state.trace)
-        n_iter = state.n_iter + accepted
+        step_taken = accepted & ~state.fresh
+        trace = jnp.where(step_taken, state.trace.at[state.n_iter].set(-f_t * scale), state.trace)
+        n_iter = state.n_iter + step_taken
+        # the first iteration evaluated the start: now the units, and y = x / unit
+        new_unit = jnp.where(state.fresh, jnp.sqrt(_em_diagonal(em_step, g_new)), unit)
+        x_new = x_new * unit / new_unit
+        g_new = g_new * new_unit / unit
+        H = jnp.where(state.fresh, restart, H)
 
         # After a step that gained at most tol per sample: stop if the projected
         # gradient is small too (a change alone can be small on a slow stretch).
@@ -197,9 +199,11 @@ def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: i
         largest = jnp.max(jnp.abs(projected_gradient(x_new, g_new)), initial=0.0)
         predicted = 0.5 * g_free @ (state.inverse_hessian @ g_free)
         small_step = accepted & (f - f_t <= tol) & (largest <= jnp.sqrt(tol))
-        converged = small_step | (~accepted & state.failed & (predicted <= tol))
+        converged = ~state.fresh & (small_step | (~accepted & state.failed & (predicted <= tol)))
         return _State(
             x=x_new,
+            unit=new_unit,
+            fresh=jnp.asarray(False),
             loss=f_new,
             grad=g_new,
             inverse_hessian=H,
@@ -213,19 +217,21 @@ def maximise_in_box(objective, em_map, x0, lower, upper, scale, tol, max_iter: i
     false = jnp.asarray(False)
     state = _State(
         x=x0,
-        loss=f0,
-        grad=g0,
+        unit=jnp.ones_like(x0),
+        fresh=jnp.asarray(True),
+        loss=jnp.asarray(jnp.inf, dtype),
+        grad=jnp.zeros_like(x0),
         inverse_hessian=restart,
         n_iter=jnp.asarray(0),
         trace=jnp.full((max_iter,), jnp.nan, dtype),
         converged=false,
         failed=false,
-        done=~jnp.isfinite(f0) | (max_iter == 0),
+        done=jnp.asarray(max_iter == 0),
     )
     state = jax.lax.while_loop(lambda state: ~state.done, step, state)
     objective_value = -state.loss * scale
     return QuasiNewtonResult(
-        unravel(state.x * unit), objective_value, state.trace, state.n_iter, state.converged
+        unravel(state.x * state.unit), objective_value, state.trace, state.n_iter, state.converged
     )
 
 
