@@ -3,8 +3,10 @@
 EM's rate is the fraction of missing information, and it falls to nothing where a
 parameter approaches the edge of its space (factor analysis' Heywood cases: a
 uniqueness psi_j -> 0).  There EM takes thousands of cycles; a quasi-Newton step on
-the same exact objective, whose gradient JAX gives, converges superlinearly.  This
-is the engine's second phase (:func:`latentlab.inference.em.run_em`, ``polish``).
+the same exact objective converges superlinearly.  This is the engine's second
+phase (:func:`latentlab.inference.em.run_em`, ``polish``); the objective's gradient
+is JAX's (for the Gaussian latent models, Fisher's identity on the E-step's sums:
+:func:`~latentlab.models.gaussian_latent.expected_stats`).
 
 The method is Bertsekas' projected Newton (1982) with a BFGS inverse Hessian:
 
@@ -16,11 +18,12 @@ The method is Bertsekas' projected Newton (1982) with a BFGS inverse Hessian:
   Overton's bisection for the weak Wolfe conditions (sufficient decrease
   ``F(x_t) <= F(x) + c1 g.(x_t - x)`` and a flattened slope): every accepted step
   lowers F, so the objective's trace stays monotone as EM's;
-* the inverse Hessian starts as a diagonal read off one EM step (EM's step is the
-  gradient preconditioned by the complete-data information, ``x_EM - x ~ I_c^{-1} g``,
-  so it knows each parameter's scale), is updated where the curvature ``s.y`` is
-  positive, and restarts from that diagonal after a failed search or a direction
-  that no longer ascends.
+* the coordinates are divided by the square root of a diagonal inverse Hessian read
+  off one EM step (EM's step is the gradient preconditioned by the complete-data
+  information, ``x_EM - x ~ I_c^{-1} g``, so it knows each parameter's scale); in
+  them the inverse Hessian starts as the identity, is updated where the curvature
+  ``s.y`` is positive, and restarts from the identity after a failed search or a
+  direction that no longer ascends.
 
 The inverse Hessian is dense, p x p in the number of parameters p; callers bound p
 (:data:`MAX_PARAMETERS`).
@@ -91,11 +94,12 @@ def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int
     one structure.  The objective is divided by ``scale`` (the number of samples), so
     that ``tol`` reads as for EM.  The run has converged when a step raises the
     objective by at most ``tol`` per sample and the largest entry of the projected
-    gradient is at most ``sqrt(tol)`` per sample, or when two line searches running
-    find no increase at all (the second from the restarted diagonal: the limit of the
-    arithmetic) and the diagonal predicts at most ``tol`` per sample left to gain
-    (``g_F' H g_F / 2`` over the free coordinates).  It stops there, after two failed
-    searches in any case, or after ``max_iter`` steps.
+    gradient, in the scaled coordinates (where half its square is the gain a step
+    along that coordinate promises), is at most ``sqrt(tol)``; or when two line
+    searches running find no increase at all (the second from the restarted identity:
+    the limit of the arithmetic) and the inverse Hessian predicts at most ``tol`` per
+    sample left to gain (``g_F' H g_F / 2`` over the free coordinates).  It stops
+    there, after two failed searches in any case, or after ``max_iter`` steps.
     """
     x0, unravel = ravel_pytree(x0)
     lower, _ = ravel_pytree(lower)
@@ -191,11 +195,9 @@ def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int
         # After a step that gained at most tol per sample: stop if the projected
         # gradient is small too (a change alone can be small on a slow stretch).
         # After a second search running that found no increase (the first failure
-        # restarts from the diagonal: a stale inverse Hessian can fail where a fresh
-        # one finds more), the arithmetic's limit (near
-        # a Heywood boundary the curvature is ~1/psi_j, and a gradient that looks
-        # large is a tiny distance), stop if the inverse Hessian the search used
-        # predicts at most tol per sample left to gain, g_F' H g_F / 2.
+        # restarts from the identity: a stale inverse Hessian can fail where a fresh
+        # one finds more), the arithmetic's limit: stop if the inverse Hessian the
+        # search used predicts at most tol per sample left to gain, g_F' H g_F / 2.
         largest = jnp.max(jnp.abs(projected_gradient(x_new, g_new)), initial=0.0)
         predicted = 0.5 * g_free @ (state.inverse_hessian @ g_free)
         small_step = accepted & (f - f_t <= tol) & (largest <= jnp.sqrt(tol))
