@@ -233,4 +233,7 @@ def test_compile_counts_of_a_fit_and_of_a_rank_search():
     # one EM program per bucket (K <= 4, 5..8) and one scoring program per bucket;
     # the first fit above already compiled the K <= 4 pair
     assert counts["ppca_rank_search"] <= 4, counts
-    assert counts["fa_rank_search_missing"] <= 6, counts
+    # with missing entries, beside those: the quasi-Newton phase's program, once per
+    # bucket where a fit needs it (a program of its own since the fits EM settles
+    # skip it; 6 before the phase)
+    assert counts["fa_rank_search_missing"] <= 8, counts

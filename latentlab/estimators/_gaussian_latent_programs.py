@@ -1,9 +1,11 @@
 """The compiled programs and host helpers behind the Gaussian latent estimators: the
-whole EM fit as one program (starts, then EM), row-chunked scoring, and the
-padding-column and host-conversion helpers of an EM result."""
+EM fit (one program for the starts and EM, a second for the quasi-Newton phase where
+EM has not settled), row-chunked scoring, and the padding-column and host-conversion
+helpers of an EM result."""
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 
 import jax
@@ -11,11 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.estimators._rows import map_row_chunks
-from latentlab.inference.em import run_em
+from latentlab.inference.em import POLISH_AFTER, polish_em, run_em
 from latentlab.inference.quasi_newton import MAX_PARAMETERS
 from latentlab.models.gaussian_latent import conditional_missing, mean_imputed_pca, row_posteriors
 
 __all__ = [
+    "_fit_em",
     "_em_program",
     "_padded",
     "_row_posteriors",
@@ -27,6 +30,55 @@ __all__ = [
 
 _row_posteriors = jax.jit(row_posteriors)
 _conditional_missing = jax.jit(conditional_missing)
+
+
+def _fit_em(module, data, n, n_components, seed, column_variance, hyper, tol, **static):
+    """A whole EM fit: :func:`_em_program` (the starts, then EM), and where the model
+    has coordinates for it (:func:`_polish`) and EM has not settled a start within
+    :data:`~latentlab.inference.em.POLISH_AFTER` cycles, the quasi-Newton phase
+    (:func:`~latentlab.inference.em.polish_em`) -- a second program, compiled only by
+    fits that need it.  Returns ``(params, trace, n_iter, converged)`` (device or host
+    arrays); ``static`` are :func:`_em_program`'s keywords."""
+    max_iter = static["max_iter"]
+    d, n_columns = data.X.shape[-1], static["n_columns"]
+    coordinates = _polish(module, data.X.dtype, _n_parameters(module, d, n_columns))
+    em_cycles = min(max_iter, POLISH_AFTER) if coordinates is not None else max_iter
+    static = {**static, "max_iter": em_cycles}
+    args = (data, n, n_components, seed, column_variance, hyper, tol)
+    runs = _em_program(module, *args, **static)
+    settled = np.asarray(runs.converged) | np.asarray(runs.breakdown)
+    if em_cycles < max_iter and not settled.all():
+        best = polish_em(
+            module.e_step,
+            module.m_step,
+            runs,
+            data,
+            hyper,
+            n,
+            tol,
+            max_iter=max_iter,
+            coordinates=coordinates,
+        )
+        return best.params, best.trace, best.n_iter, best.converged
+    objective = np.asarray(runs.objective)
+    best = int(np.argmax(np.where(np.isfinite(objective), objective, -np.inf)))
+    # on the host: indexing a device array would compile (and dispatch) a program
+    fields = (runs.params, runs.trace, runs.n_iter, runs.converged)
+    return jax.tree.map(lambda leaf: np.asarray(leaf)[best], fields)
+
+
+@functools.cache
+def _n_parameters(module, d, n_columns):
+    """How many numbers a model's parameters hold, with ``n_columns`` loadings."""
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    vector = jax.ShapeDtypeStruct((d,), jnp.float32)
+    shapes = jax.eval_shape(
+        lambda key, cv, active: module.init_params(key, d, n_columns, cv, active),
+        key,
+        vector,
+        jax.ShapeDtypeStruct((n_columns,), jnp.float32),
+    )
+    return sum(leaf.size for leaf in jax.tree.leaves(shapes))
 
 
 @partial(
@@ -48,8 +100,9 @@ def _em_program(
     verbose,
     pca_start=True,
 ):
-    """A whole EM fit as one compiled program: the starts (the PCA start where the
-    model has one, then random ones from ``seed`` up to ``n_init``), then EM.
+    """The starts (the PCA start where the model has one, then random ones from
+    ``seed`` up to ``n_init``), then EM, as one compiled program; returns every
+    start's :class:`~latentlab.inference.em.EMResult` (for :func:`_fit_em`).
 
     The loadings have ``n_columns`` columns, of which the first ``n_components`` (a
     traced value) are the model's and the rest padding held at zero, so every K of a
@@ -74,7 +127,7 @@ def _em_program(
 
         starts.append(jax.vmap(random_start)(keys))
     starts = jax.tree.map(lambda *batches: jnp.concatenate(batches), *starts)
-    result = run_em(
+    return run_em(
         module.e_step,
         module.m_step,
         starts,
@@ -84,12 +137,11 @@ def _em_program(
         tol,
         max_iter=max_iter,
         verbose=verbose,
-        polish=_polish(module, data, starts),
+        keep_starts=True,
     )
-    return result.params, result.trace, result.n_iter, result.converged
 
 
-def _polish(module, data, starts):
+def _polish(module, dtype, n_parameters):
     """The model's coordinates for EM's quasi-Newton phase, where it has them, the fit
     is in float64 and the parameters are few enough for a dense inverse Hessian.  Rows
     summed on the host (out of core) take part: the gradient is Fisher's identity on
@@ -100,9 +152,7 @@ def _polish(module, data, starts):
     would judge, so the search accepts round-off (seen: a trace 9 nats above the
     model's own score); EM's steps do not rest on such comparisons."""
     coordinates = getattr(module, "coordinates", None)
-    leaves = jax.tree.leaves(starts)
-    n_parameters = sum(leaf[0].size for leaf in leaves)
-    if coordinates is None or leaves[0].dtype != jnp.float64 or n_parameters > MAX_PARAMETERS:
+    if coordinates is None or dtype != jnp.float64 or n_parameters > MAX_PARAMETERS:
         return None
     return coordinates
 

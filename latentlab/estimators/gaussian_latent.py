@@ -36,7 +36,7 @@ from latentlab.estimators._gaussian_latent_programs import (
     _chunked_outputs,
     _drop_padding,
     _em_output,
-    _em_program,
+    _fit_em,
     _padded,
     _row_posteriors,
 )
@@ -203,7 +203,7 @@ class GaussianLatentFitMixin:
         active = np.arange(n_columns) < K
         hyper = self._padded_hyper(hyper, active.astype(dtype))
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
-        result = _em_program(
+        result = _fit_em(
             self._module,
             data,
             np.asarray(n, dtype),

@@ -22,12 +22,13 @@ import jax.numpy as jnp
 from latentlab.inference.programs import program
 from latentlab.inference.quasi_newton import maximise_in_box
 
-__all__ = ["EMResult", "POLISH_AFTER", "run_em"]
+__all__ = ["EMResult", "POLISH_AFTER", "polish_em", "run_em"]
 
-# EM cycles before a fit with ``polish`` turns to quasi-Newton steps.  EM's first
-# cycles make the large moves cheaply and safely; where its rate is fast it has
-# converged by then, and where it crawls (missing information, a Heywood boundary)
-# the quasi-Newton phase takes tens to hundreds of steps where EM takes thousands.
+# EM cycles before a fit that has coordinates for it turns to quasi-Newton steps
+# (:func:`polish_em`).  EM's first cycles make the large moves cheaply and safely;
+# where its rate is fast it has converged by then, and where it crawls (missing
+# information, a Heywood boundary) the quasi-Newton phase takes tens to hundreds of
+# steps where EM takes thousands.
 POLISH_AFTER = 10
 
 
@@ -37,7 +38,7 @@ class EMResult(NamedTuple):
     n_iter: jax.Array  # number of M-steps taken
     converged: jax.Array  # bool
     objective: jax.Array  # objective at ``params`` (== trace[n_iter - 1])
-    stats: Any  # E-step statistics at ``params`` (with ``polish``: at EM's last iterate)
+    stats: Any  # E-step statistics at ``params`` (after polish_em: at EM's last iterate)
     start_objectives: jax.Array  # (n_init,) final objective of every start
     # True where an iterate's objective was not finite: the run stopped and ``params``
     # is the last iterate with a finite objective (the start if none after it)
@@ -113,7 +114,7 @@ def _all_finite(tree, blockwise=False):
         "verbose",
         "lazy_objective",
         "blockwise",
-        "polish",
+        "keep_starts",
     )
 )
 def run_em(
@@ -129,7 +130,7 @@ def run_em(
     verbose: int = 0,
     lazy_objective: bool = False,
     blockwise: bool = False,
-    polish=None,
+    keep_starts: bool = False,
 ):
     """Run EM from each start in ``params0`` (leading axis = starts); keep the best.
 
@@ -167,14 +168,8 @@ def run_em(
     per block).  ``trace`` and ``objective`` hold the sum over blocks and per block;
     only a NaN counts as a breakdown (a block at -inf stays there: converged).
 
-    ``polish`` (a :class:`~latentlab.inference.quasi_newton.BoxCoordinates`) switches a
-    fit that has not converged after :data:`POLISH_AFTER` EM cycles to projected
-    BFGS steps on the same objective (:mod:`latentlab.inference.quasi_newton`), in the
-    model's coordinates with their bounds (log variances above their floors), started
-    with a diagonal inverse Hessian read off one more EM step.  Every accepted step
-    raises the objective, so the trace stays monotone; ``n_iter`` and ``max_iter``
-    count EM cycles and quasi-Newton steps together, and the stopping rule reads the
-    same (a change of at most ``tol`` per sample).
+    ``keep_starts=True`` returns every start's result (leading axis = starts), not
+    the best one's: the input of :func:`polish_em`, EM's second phase.
     """
     dtype = jax.tree.leaves(params0)[0].dtype
     n_substeps = 4 if accelerate else 1
@@ -229,8 +224,6 @@ def run_em(
             p_next = _select(accept & _all_finite(p_next, blockwise), p_next, theta2)
         return objective0, stats0, p_next
 
-    em_limit = min(max_iter, POLISH_AFTER) if polish is not None else max_iter
-
     def single(start, index):
         stats = zeros_like_stats()
         trace = jnp.full((max_iter,), jnp.nan, dtype)
@@ -254,7 +247,7 @@ def run_em(
                 breakdown = ~jnp.isfinite(objective)
                 block_ok = (j > 0) & change_ok
             converged = (j > 0) & ~breakdown & change_ok
-            done = breakdown | converged | (j == em_limit)
+            done = breakdown | converged | (j == max_iter)
             trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
@@ -280,37 +273,8 @@ def run_em(
 
         final = jax.lax.while_loop(cond, body, state)
         params, stats, objective, converged, _, n_iter, trace, _, breakdown, block_ok = final
-        result = EMResult(
+        return EMResult(
             params, trace, n_iter, converged, objective, stats, objective, breakdown, block_ok
-        )
-        if em_limit == max_iter:
-            return result
-        return jax.lax.cond(converged | breakdown, lambda r: r, polished, result)
-
-    def polished(result):
-        """The quasi-Newton phase from EM's last iterate (see ``polish``)."""
-        x0, lower, upper = polish.to_free(result.params, hyper)
-
-        def objective(x):
-            return e_step(polish.from_free(x, hyper), data, hyper)[1]
-
-        # one EM step from x0, for the starting diagonal: EM's statistics at its last
-        # iterate are those at x0, so it takes an M-step only (each E-step written
-        # into the program lengthens its compile)
-        x_em = polish.to_free(m_step(result.stats, result.params, hyper), hyper)[0]
-        steps = max_iter - em_limit
-        qn = maximise_in_box(objective, x_em, x0, lower, upper, n_samples, tol, steps)
-        params = polish.from_free(qn.x, hyper)
-        # EM's trace, then the quasi-Newton steps' (EM stopped at n_iter <= em_limit)
-        room = jnp.concatenate([result.trace, jnp.full((steps,), jnp.nan, dtype)])
-        trace = jax.lax.dynamic_update_slice(room, qn.trace, (result.n_iter,))[:max_iter]
-        return result._replace(
-            params=params,
-            trace=trace,
-            n_iter=result.n_iter + qn.n_iter,
-            converged=qn.converged,
-            objective=qn.objective,
-            start_objectives=qn.objective,
         )
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]
@@ -319,8 +283,67 @@ def run_em(
         runs = jax.tree.map(lambda leaf: leaf[None], run)
     else:
         runs = jax.vmap(single)(params0, jnp.arange(n_starts))
+    return runs if keep_starts else _best_start(runs, blockwise)
+
+
+def _best_start(runs, blockwise=False):
+    """The result of the start with the highest finite objective, with every start's
+    objective in ``start_objectives``."""
     totals = jnp.sum(runs.objective, axis=1) if blockwise else runs.objective
     finite = jnp.where(jnp.isfinite(totals), totals, -jnp.inf)
     best = jnp.argmax(finite)
     result = jax.tree.map(lambda leaf: leaf[best], runs)
     return result._replace(start_objectives=runs.objective)
+
+
+@program(static_argnames=("e_step", "m_step", "max_iter", "coordinates"))
+def polish_em(e_step, m_step, runs, data, hyper, n_samples, tol, max_iter: int, coordinates):
+    """EM's second phase: projected BFGS steps (:mod:`latentlab.inference.quasi_newton`)
+    from every start that EM (``run_em(..., keep_starts=True)``) left neither converged
+    nor broken down; returns the best start's result, as :func:`run_em` does.
+
+    ``coordinates`` (a :class:`~latentlab.inference.quasi_newton.BoxCoordinates`) are
+    the model's parameters in a box (variances above their floors); the inverse
+    Hessian starts from a diagonal read off one more EM step.  Every accepted step
+    raises the objective, so the trace stays monotone; it continues EM's, ``n_iter``
+    and ``max_iter`` count EM cycles and quasi-Newton steps together, and the stopping
+    rule reads as EM's (a change of at most ``tol`` per sample, with a small projected
+    gradient).  ``stats`` stay those of EM's last iterate.
+
+    A program of its own, so that a fit that EM settles never compiles it, and every
+    K of a padded bucket shares it.
+    """
+    dtype = runs.trace.dtype
+    steps = max_iter - runs.trace.shape[-1]
+
+    def polished(result):
+        settled = result.converged | result.breakdown
+        x0, lower, upper = coordinates.to_free(result.params, hyper)
+
+        def objective(x):
+            return e_step(coordinates.from_free(x, hyper), data, hyper)[1]
+
+        # one EM step from x0, for the starting diagonal: EM's statistics at its last
+        # iterate are those at x0, so it takes an M-step only (each E-step written
+        # into the program lengthens its compile)
+        x_em = coordinates.to_free(m_step(result.stats, result.params, hyper), hyper)[0]
+        qn = maximise_in_box(
+            objective, x_em, x0, lower, upper, n_samples, tol, steps, enabled=~settled
+        )
+        # EM's trace, then the quasi-Newton steps' (EM stopped at n_iter <= its limit)
+        trace = jnp.concatenate([result.trace, jnp.full((steps,), jnp.nan, dtype)])
+        moved = result._replace(
+            params=coordinates.from_free(qn.x, hyper),
+            trace=jax.lax.dynamic_update_slice(trace, qn.trace, (result.n_iter,)),
+            n_iter=result.n_iter + qn.n_iter,
+            converged=qn.converged,
+            objective=qn.objective,
+        )
+        return _select(settled, result._replace(trace=trace), moved)
+
+    if runs.trace.shape[0] == 1:  # the common case: no vmap to trace
+        one = polished(jax.tree.map(lambda leaf: leaf[0], runs))
+        runs = jax.tree.map(lambda leaf: leaf[None], one)
+    else:
+        runs = jax.vmap(polished)(runs)
+    return _best_start(runs)

@@ -86,7 +86,7 @@ class _State(NamedTuple):
     done: jax.Array
 
 
-def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int):
+def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int, enabled=True):
     """Maximise ``objective(x)`` over ``lower <= x <= upper`` from ``x0``.
 
     ``x_em`` is the point one EM step from ``x0``, in these coordinates, which gives
@@ -100,6 +100,8 @@ def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int
     the limit of the arithmetic) and the inverse Hessian predicts at most ``tol`` per
     sample left to gain (``g_F' H g_F / 2`` over the free coordinates).  It stops
     there, after two failed searches in any case, or after ``max_iter`` steps.
+    ``enabled=False`` (a traced bool) takes no step at all: a start that needs none,
+    in a batch that does.
     """
     x0, unravel = ravel_pytree(x0)
     lower, _ = ravel_pytree(lower)
@@ -228,7 +230,7 @@ def maximise_in_box(objective, x_em, x0, lower, upper, scale, tol, max_iter: int
         trace=jnp.full((max_iter,), jnp.nan, dtype),
         converged=false,
         failed=false,
-        done=jnp.asarray(max_iter == 0),
+        done=~jnp.asarray(enabled) | (max_iter == 0),
     )
     state = jax.lax.while_loop(lambda state: ~state.done, step, state)
     objective_value = -state.loss * scale
