@@ -266,6 +266,33 @@ def test_auto_picks_planted_family_and_rank():
     assert given.model_.tol == 1e-6 and {fit.tol for fit in given._heldout[0]} == {1e-6}
 
 
+def test_search_stops_a_clearly_worse_candidate_after_one_mask(planted, monkeypatch):
+    """Rank 1 on rank-2 data trails rank 2 by far more than 4 paired SE on the first
+    mask: it is not fitted on the other two, and (the oracle: the same search without
+    the rule) it would have lost on them too."""
+    from latentlab.impute import search
+
+    _, X_missing, *_ = planted
+    rng = np.random.RandomState(0)
+    masks = [search.holdout_mask(~np.isnan(X_missing), 0.2, rng) for _ in range(3)]
+    specs = [("ppca", 2), ("ppca", 1)]
+    rows = search.evaluate(specs, X_missing, masks, 0, tol=1e-4)
+    monkeypatch.setattr(search, "STOP_Z", np.inf)
+    full = search.evaluate(specs, X_missing, masks, 0, tol=1e-4)
+    best, worse = rows
+    assert len(best["per_mask"]) == 3 and len(worse["per_mask"]) == 1
+    assert "stopped after 1 of 3 masks" in worse["note"]
+    assert [len(row["per_mask"]) for row in full] == [3, 3]
+    np.testing.assert_array_equal(worse["per_mask"][0], full[1]["per_mask"][0])  # same fit
+    d = full[1]["per_mask"][0] - full[0]["per_mask"][0]
+    assert d.sum() < -4.0 * np.sqrt(d.size) * d.std(ddof=1)  # the rule, by hand
+    assert full[1]["per_row"].sum() < full[0]["per_row"].sum()
+    assert search.best_row(rows) is best
+    table = search.selection_table(rows)
+    assert list(table["masks"]) == [3, 1]
+    assert table.iloc[1]["n_components"] == 1 and table.iloc[1]["se_diff"] > 0
+
+
 def test_default_candidates_stay_small():
     assert default_candidates("auto", 500, 13) == [("ppca", K) for K in (1, 2, 3, 5, 8, 12)]
     assert default_candidates("auto", 500, 4) == [("ppca", 1), ("ppca", 2), ("ppca", 3)]

@@ -77,8 +77,10 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         One row per candidate, best first: ``model``, ``n_components``,
         ``heldout_loglik`` (mean log-density of a masked entry given the rest of its
         row, nats), ``se_diff`` (standard error of its difference to the best, paired
-        over rows), ``n_params``, ``seconds``, ``note`` (why a candidate failed, or
-        its warnings).  None when nothing was chosen.
+        over rows, on the masks it was scored on), ``n_params``, ``masks`` (how many
+        of the ``n_repeats`` masks it was scored on: fewer when it stopped early, see
+        Notes), ``seconds``, ``note`` (why a candidate failed or stopped, or its
+        warnings).  None when nothing was chosen.
     center_, scale_ : ndarray (n_features,)
         Standardisation used inside (zeros and ones when ``standardize=False``).
     n_features_in_, feature_names_in_
@@ -91,6 +93,10 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     and it is scored by the exact conditional log-density of the hidden entries given
     the rest of their row, ``log p(x_all obs) - log p(x_remaining)`` summed over rows
     and over ``n_repeats`` such masks.  The best candidate is refitted on all the data.
+    A candidate that trails the best so far by more than 4 standard errors (of the
+    summed difference, paired over rows) after a mask is not fitted on the remaining
+    masks: they would be expected to widen the gap.  ``selection_`` says so in its
+    ``note`` and ``masks`` columns.
 
     *DataFrames.*  A DataFrame in gives DataFrames out, with the index, columns and
     dtypes kept.  Columns without missing entries are returned untouched; nullable
@@ -231,7 +237,15 @@ class Imputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 second = search.default_candidates(
                     "auto", n, d, search.best_row(rows)["n_components"]
                 )
-                rows += search.evaluate(second, Xs, masks, seed, tol=self.tol, verbose=self.verbose)
+                rows += search.evaluate(
+                    second,
+                    Xs,
+                    masks,
+                    seed,
+                    tol=self.tol,
+                    verbose=self.verbose,
+                    best=search.best_row(rows),
+                )
             self.selection_ = search.selection_table(rows)
             best = search.best_row(rows)
             family, K, est = best["model"], best["n_components"], best["estimator"]
