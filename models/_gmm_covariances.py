@@ -190,13 +190,46 @@ def floored_cholesky(cov, floor):
     eigendecomposition of its unit-diagonal form (R of the QR of diag(sqrt(omega)) W^T
     has R^T R = W diag(omega) W^T), so it exists even where the floor is at round-off
     level and a Cholesky of the matrix can fail.
+
+    Most M-steps meet no floor: where cov - G is positive definite by a margin that
+    round-off cannot fake (:func:`_clear_of_floor`), Sigma = cov and its Cholesky
+    factor is returned directly, for a fraction of the cost of the eigendecompositions
+    below (a third of a K = 5 fit on breast_cancer went to them).
     """
     d = cov.shape[-1]
     dtype = cov.dtype
     floor = jnp.broadcast_to(jnp.asarray(floor, dtype), (d,))
     floor = jnp.maximum(floor, jnp.finfo(dtype).tiny)
-    r = jnp.sqrt(floor)
     cov = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
+    return jax.lax.cond(
+        _clear_of_floor(cov, floor),
+        jnp.linalg.cholesky,
+        lambda cov: _floored_by_eigenvalues(cov, floor),
+        cov,
+    )
+
+
+def _clear_of_floor(cov, floor):
+    """Whether every matrix of ``cov`` minus diag(``floor``) is certainly positive
+    definite: the smallest eigenvalue of its unit-diagonal form A is at least
+    1 / ||L^{-1}||_F^2 (L the Cholesky factor of A), and that bound must clear the
+    round-off of the factorisation (~d eps |A|, |A| <= d) a thousandfold."""
+    d = cov.shape[-1]
+    excess = cov - jnp.diag(floor)
+    diagonal = jnp.diagonal(excess, axis1=-2, axis2=-1)
+    root = jnp.sqrt(jnp.where(diagonal > 0, diagonal, 1.0))
+    L = jnp.linalg.cholesky(excess / (root[..., :, None] * root[..., None, :]))
+    eye = jnp.broadcast_to(jnp.eye(d, dtype=cov.dtype), L.shape)
+    L_inv = jax.lax.linalg.triangular_solve(L, eye, left_side=True, lower=True)
+    bound = 1.0 / jnp.sum(L_inv**2, axis=(-2, -1))
+    margin = 1e3 * d * d * jnp.finfo(cov.dtype).eps
+    return jnp.all(diagonal > 0) & jnp.all(jnp.isfinite(bound) & (bound > margin))
+
+
+def _floored_by_eigenvalues(cov, floor):
+    """:func:`floored_cholesky` where the floor may bind (its method, above)."""
+    dtype = cov.dtype
+    r = jnp.sqrt(floor)
 
     def unit_diagonal(matrix, diagonal):
         """matrix / sqrt(d_i d_j), and the lower bound min_j floor_j / d_j on its

@@ -88,6 +88,30 @@ def test_single_component_fit_is_the_floored_sample_covariance(covariance_type):
     np.testing.assert_allclose(est.covariances_, expected, rtol=1e-10, atol=1e-14)
 
 
+def test_floored_cholesky_takes_the_cheap_factor_only_clear_of_the_floor():
+    """Both routes of the M-step's covariance factor against NumPy's floored
+    eigendecomposition: a stack clear of the floor (the plain Cholesky factor) and one
+    with a matrix below it (the eigenvalue route, for the whole stack)."""
+    from latentlab.models._gmm_covariances import _clear_of_floor, floored_cholesky
+
+    rng = np.random.default_rng(3)
+    B = rng.normal(size=(6, 6))
+    clear = B @ B.T + 0.5 * np.eye(6)
+    values, vectors = np.linalg.eigh(clear)
+    below = (vectors * np.r_[1e-4, values[1:]]) @ vectors.T  # one eigenvalue under 1e-2
+    floor = 1e-2
+    for stack, is_clear in (([clear, 2.0 * clear], True), ([clear, below], False)):
+        with jax.enable_x64(True):
+            cov = jnp.asarray(np.stack(stack))
+            assert bool(_clear_of_floor(cov, jnp.full(6, floor))) is is_clear
+            L = np.asarray(floored_cholesky(cov, floor))
+        for factor, matrix in zip(L, stack, strict=True):
+            values, vectors = np.linalg.eigh(matrix)
+            expected = (vectors * np.maximum(values, floor)) @ vectors.T
+            np.testing.assert_allclose(factor @ factor.T, expected, rtol=1e-10, atol=1e-13)
+            assert np.all(np.diag(factor) > 0) and np.allclose(factor, np.tril(factor))
+
+
 # -- numerical breakdown ---------------------------------------------------------------
 
 
