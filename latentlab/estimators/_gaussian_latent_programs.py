@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.estimators._rows import map_row_chunks
-from latentlab.inference.em import POLISH_AFTER, polish_em, run_em
+from latentlab.inference.em import POLISH_AFTER, finish_em, run_em
 from latentlab.inference.quasi_newton import MAX_PARAMETERS
 from latentlab.models.gaussian_latent import conditional_missing, mean_imputed_pca, row_posteriors
 
@@ -46,25 +46,9 @@ def _fit_em(module, data, n, n_components, seed, column_variance, hyper, tol, **
     static = {**static, "max_iter": em_cycles}
     args = (data, n, n_components, seed, column_variance, hyper, tol)
     runs = _em_program(module, *args, **static)
-    settled = np.asarray(runs.converged) | np.asarray(runs.breakdown)
-    if em_cycles < max_iter and not settled.all():
-        best = polish_em(
-            module.e_step,
-            module.m_step,
-            runs,
-            data,
-            hyper,
-            n,
-            tol,
-            max_iter=max_iter,
-            coordinates=coordinates,
-        )
-        return best.params, best.trace, best.n_iter, best.converged
-    objective = np.asarray(runs.objective)
-    best = int(np.argmax(np.where(np.isfinite(objective), objective, -np.inf)))
-    # on the host: indexing a device array would compile (and dispatch) a program
-    fields = (runs.params, runs.trace, runs.n_iter, runs.converged)
-    return jax.tree.map(lambda leaf: np.asarray(leaf)[best], fields)
+    steps = (module.e_step, module.m_step)
+    best = finish_em(runs, *steps, data, hyper, n, tol, max_iter, coordinates)
+    return best.params, best.trace, best.n_iter, best.converged
 
 
 @functools.cache

@@ -18,11 +18,12 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from latentlab.inference.programs import program
 from latentlab.inference.quasi_newton import maximise_in_box
 
-__all__ = ["EMResult", "POLISH_AFTER", "polish_em", "run_em"]
+__all__ = ["EMResult", "POLISH_AFTER", "finish_em", "polish_em", "run_em"]
 
 # EM cycles before a fit that has coordinates for it turns to quasi-Newton steps
 # (:func:`polish_em`).  EM's first cycles make the large moves cheaply and safely;
@@ -347,3 +348,30 @@ def polish_em(e_step, m_step, runs, data, hyper, n_samples, tol, max_iter: int, 
     else:
         runs = jax.vmap(polished)(runs)
     return _best_start(runs)
+
+
+def finish_em(runs, e_step, m_step, data, hyper, n_samples, tol, max_iter: int, coordinates):
+    """The host's half of a fit in two phases.  ``runs`` are EM's
+    (``run_em(..., keep_starts=True)`` with at most :data:`POLISH_AFTER` cycles where
+    ``coordinates`` are given, else ``max_iter``).  Where every start has settled
+    (converged or broken down), or there are no ``coordinates``, the best start is
+    picked on the host (indexing device arrays would compile a program); otherwise
+    :func:`polish_em` runs, with the rest of the arguments.  Returns an
+    :class:`EMResult` (of host arrays in the first case)."""
+    settled = np.asarray(runs.converged) | np.asarray(runs.breakdown)
+    if coordinates is not None and runs.trace.shape[-1] < max_iter and not settled.all():
+        return polish_em(
+            e_step,
+            m_step,
+            runs,
+            data,
+            hyper,
+            n_samples,
+            tol,
+            max_iter=max_iter,
+            coordinates=coordinates,
+        )
+    objective = np.asarray(runs.objective)
+    best = int(np.argmax(np.where(np.isfinite(objective), objective, -np.inf)))
+    result = jax.tree.map(lambda leaf: np.asarray(leaf)[best], runs)
+    return result._replace(start_objectives=objective)
