@@ -18,6 +18,11 @@ import numpy as np
 __all__ = ["compare"]
 
 LOO_METHODS = ("nuts", "svi", "laplace")
+# With stop_early, a model stops fitting folds once the held-out log-likelihood it has
+# gained against the best complete model so far, summed over the rows both scored, is
+# below zero by more than this many standard errors paired over those rows: the
+# remaining folds would be expected to widen the gap, not close it.
+STOP_Z = 4.0
 COMPLETION_FRACTION = 0.5  # share of each held-out document's tokens used to fold it in
 
 
@@ -165,8 +170,12 @@ def _loo(est, X, y, supervised, method, random_state, loo_kwargs):
     return float(result.elpd), float(result.se), float(result.p), n_high
 
 
-def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
-    """One row of the table; failures become NaN plus a message in ``error``."""
+def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader=None):
+    """One row of the table; failures become NaN plus a message in ``error``.
+
+    ``leader``: the held-out values of the best complete model so far (every fold's,
+    in fold order); the folds stop early when this model is clearly worse on the rows
+    both have scored (:data:`STOP_Z`)."""
     from sklearn.base import clone  # imported here: scikit-learn loads pandas
 
     supervised = _is_supervised(template)
@@ -181,6 +190,7 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
         "heldout_loglik": np.nan,
         "heldout_se": np.nan,
         "heldout_total": np.nan,
+        "folds": 0,
     }
     if getattr(template, "covariance_type", None) is not None:
         row["family"] += f"[{template.covariance_type}]"  # a different model per type
@@ -211,9 +221,13 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
             values = _pointwise(est, X[test], y_test, supervised, random_state)
             fold_means.append(values.mean())
             pieces.append(values)
+            if i < len(folds) - 1 and _clearly_worse(np.concatenate(pieces), leader):
+                break
         fold_means = np.asarray(fold_means)
+        row["folds"] = len(fold_means)
         row["heldout_loglik"] = float(fold_means.mean())
-        row["heldout_se"] = float(fold_means.std(ddof=1) / np.sqrt(len(fold_means)))
+        if len(fold_means) > 1:
+            row["heldout_se"] = float(fold_means.std(ddof=1) / np.sqrt(len(fold_means)))
         pointwise = np.concatenate(pieces)  # every model: the same rows in the same order
         row["heldout_total"] = float(pointwise.sum())
     except ValueError as err:
@@ -234,7 +248,17 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs):
     return row, fitted, pointwise
 
 
-def _paired_differences(table, pointwise):
+def _clearly_worse(values, leader) -> bool:
+    """Whether held-out ``values`` (the first folds' rows) trail the leader's on the
+    same rows by more than :data:`STOP_Z` standard errors of the summed difference,
+    ``sqrt(m) sd(d)`` for the m per-row differences d."""
+    if leader is None:
+        return False
+    d = values - leader[: len(values)]
+    return bool(d.sum() + STOP_Z * np.sqrt(d.size) * d.std(ddof=1) < 0)
+
+
+def _paired_differences(table, pointwise, fold_sizes):
     """``heldout_diff``, ``heldout_se_diff`` and ``near_best`` of every row against the
     best (first) row.
 
@@ -246,6 +270,7 @@ def _paired_differences(table, pointwise):
     """
     best_name = table.index[0]
     best = pointwise.get(best_name)
+    ends = np.cumsum(fold_sizes)
     diff = np.full(len(table), np.nan)
     se = np.full(len(table), np.nan)
     near = np.full(len(table), None, dtype=object)
@@ -256,9 +281,12 @@ def _paired_differences(table, pointwise):
         values = pointwise.get(name)
         if values is None:
             continue
-        d = best - values
+        d = best[: len(values)] - values
         m = len(d)
-        diff[i] = top - table.loc[name, "heldout_loglik"]
+        # a model that stopped early against the best's mean over the same folds
+        folds = int(np.searchsorted(ends, m)) + 1
+        same = np.mean([chunk.mean() for chunk in np.split(best, ends[:-1])[:folds]])
+        diff[i] = (top if m == len(best) else same) - table.loc[name, "heldout_loglik"]
         se[i] = np.sqrt(m) * d.std(ddof=1) / m if m > 1 else np.nan
         if i == 0:
             near[i] = "best"
@@ -333,6 +361,7 @@ def compare(
     loo_kwargs: dict | None = None,
     return_estimators: bool = False,
     progress=None,
+    stop_early: bool = False,
 ):
     """Compare latent-variable models on the same data by likelihood.
 
@@ -370,6 +399,19 @@ def compare(
         ``tqdm.tqdm`` for a progress bar of one's own.  None (default): a bar over the
         models once the comparison has run for two seconds, on a terminal or in a
         notebook (off with ``latentlab.set_config(progress=False)``); False: none.
+    stop_early : bool, default=False
+        Stop fitting a model's folds once it is clearly worse than the best model
+        so far with all folds scored: when its held-out log-likelihood, summed over
+        the rows both have scored, is below the best's by more than 4 standard
+        errors of that sum (paired over the rows).  Its remaining folds would be
+        expected to widen the gap; such a model's held-out columns cover the folds
+        it was scored on (``folds``), and it is listed after the models scored on
+        every fold.  Models are evaluated in the order given.  For a quick choice
+        over a large grid; off by default because a stopped model's held-out
+        columns are not on the same folds as the others' (a curve of
+        ``heldout_loglik`` against K mixes them), and paired standard errors are
+        small between similar models, so a model only slightly but consistently
+        worse also stops.
 
     Returns
     -------
@@ -379,7 +421,8 @@ def compare(
         parameters, rotation-invariant), ``loglik`` (training total), ``AIC``,
         ``BIC``, ``heldout_loglik`` (mean over folds of the per-row mean held-out
         log-likelihood), ``heldout_se`` (its standard error, std over folds /
-        sqrt(folds)), ``heldout_total`` (sum over every held-out row),
+        sqrt(folds)), ``heldout_total`` (sum over every held-out row), ``folds``
+        (the folds scored: all but for a model that stopped early),
         ``heldout_diff`` (the best model's ``heldout_loglik`` minus this one's),
         ``heldout_se_diff`` (the standard error of that difference, paired over the
         held-out rows: sqrt(m var(d)) / m for the m per-row differences d, i.e.
@@ -460,18 +503,36 @@ def compare(
         progress = partial(default_progress, desc="compare")
     elif progress is False:
         progress = iter
+    leader = None  # (heldout_loglik, pointwise) of the best model on every fold so far
     for name, est in progress(named.items()):
         rows[name], fitted[name], pointwise[name] = _evaluate(
-            name, est, X, y, folds, random_state, loo, loo_kwargs or {}
+            name,
+            est,
+            X,
+            y,
+            folds,
+            random_state,
+            loo,
+            loo_kwargs or {},
+            leader[1] if stop_early and leader is not None else None,
         )
+        score = rows[name]["heldout_loglik"]
+        if rows[name]["folds"] == len(folds) and (leader is None or score > leader[0]):
+            leader = (score, pointwise[name])
 
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "model"
     for column in ("K", "n_params", "n_high_pareto_k"):
         if column in table:
             table[column] = table[column].astype("Int64")  # integers, missing where failed
-    table = table.sort_values("heldout_loglik", ascending=False, na_position="last", kind="stable")
-    diff, se_diff, near = _paired_differences(table, pointwise)
+    # models that stopped early after those scored on every fold (their held-out
+    # columns cover fewer folds), each group by heldout_loglik; failures last
+    table["_stopped"] = table["folds"] < len(folds)
+    table = table.sort_values(
+        ["_stopped", "heldout_loglik"], ascending=[True, False], na_position="last", kind="stable"
+    ).drop(columns="_stopped")
+    fold_sizes = [len(test) for _, test in folds]
+    diff, se_diff, near = _paired_differences(table, pointwise, fold_sizes)
     at = table.columns.get_loc("heldout_total") + 1
     table.insert(at, "heldout_diff", diff)
     table.insert(at + 1, "heldout_se_diff", se_diff)
@@ -500,6 +561,14 @@ def compare(
             "standard error paired over the held-out rows, sqrt(m var(d)) / m for the m "
             "per-row differences d (arviz.compare's dse, per row); near_best: whether "
             "the difference is within 1 or 2 such SE"
+        ),
+        stopped_early=(
+            f"a model whose held-out log-likelihood trailed the best complete one by more "
+            f"than {STOP_Z:g} paired SE on the rows both had scored was not fitted on its "
+            "remaining folds (folds < cv); its held-out columns cover the folds it was "
+            "scored on"
+            if stop_early
+            else None
         ),
         edge_of_grid=edge,
         completion_models=completion,

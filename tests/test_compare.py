@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from oracles import planted_factor_model
 from sklearn.base import BaseEstimator, clone
@@ -294,6 +295,34 @@ def test_paired_se_of_the_difference_to_the_best_equals_hand_computation(homosce
     # K=4 misses a planted dimension: clearly worse, by many paired SE
     assert table.loc["PPCA-4", "near_best"] == "beyond 2 SE"
     assert table.attrs["edge_of_grid"] is None  # K=5 is inside 4..7
+
+
+def test_stop_early_skips_the_folds_of_a_clearly_worse_model(data):
+    """PPCA(3) on rank-5 data trails PPCA(5) by far more than 4 paired SE on the first
+    fold: it is scored on that fold alone.  Oracles: its fold-1 values and the rule by
+    hand (fits on the same folds), and the same comparison without stopping, where it
+    also loses."""
+    X = data
+    models = {"K5": PPCA(5, random_state=0), "K3": PPCA(3, random_state=0)}
+    table = compare(models, X, cv=5, random_state=0, stop_early=True)
+    full = compare(models, X, cv=5, random_state=0)
+    assert table["folds"].tolist() == [5, 1] and full["folds"].tolist() == [5, 5]
+    assert table.index.tolist() == ["K5", "K3"] and table.attrs["stopped_early"]
+    train, test = next(iter(KFold(5, shuffle=True, random_state=0).split(X)))
+    best = clone(models["K5"]).fit(X[train]).score_samples(X[test])
+    worse = clone(models["K3"]).fit(X[train]).score_samples(X[test])
+    d = worse - best
+    assert d.sum() < -4.0 * np.sqrt(d.size) * d.std(ddof=1)  # the rule, by hand
+    row = table.loc["K3"]
+    assert row["heldout_loglik"] == pytest.approx(worse.mean(), rel=1e-12)
+    assert row["heldout_total"] == pytest.approx(worse.sum(), rel=1e-12)
+    assert np.isnan(row["heldout_se"])
+    # the difference to the best on the same fold, and its paired SE
+    assert row["heldout_diff"] == pytest.approx(best.mean() - worse.mean(), rel=1e-9)
+    assert row["heldout_se_diff"] == pytest.approx(d.std(ddof=1) / np.sqrt(d.size), rel=1e-9)
+    assert row["near_best"] == "beyond 2 SE"
+    pd.testing.assert_series_equal(table.loc["K5"], full.loc["K5"])  # the leader: unchanged
+    assert full.loc["K3", "heldout_loglik"] < full.loc["K5", "heldout_loglik"]
 
 
 def test_warns_when_the_best_k_is_at_the_edge_of_the_grid(data):
