@@ -6,7 +6,12 @@ so the timings compare the cost of an iteration and the log-likelihoods must agr
 The two sides are interleaved, timings are medians of warm runs, and latentlab's
 first (compiling) call is reported separately.
 
-Run:  python benchmarks/bench_gmm.py [--quick] [--threads 1]
+``--small``: the other end, small real data (iris, wine, breast_cancer, standardised;
+K = 2 and 5, full and diagonal covariances), each side with its own defaults (its
+own start, tol and stopping rule), as a user would call it: warm medians of
+interleaved runs over 5 seeds and their ratio.
+
+Run:  python benchmarks/bench_gmm.py [--quick] [--threads 1] [--small]
 """
 
 from __future__ import annotations
@@ -39,7 +44,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="1: one thread each side")
     parser.add_argument("--quick", action="store_true", help="5,000 x 10, for a smoke run")
+    parser.add_argument("--small", action="store_true", help="small real data, defaults")
     args = parser.parse_args(argv)
+    if args.small:
+        return small_data_table()
     if args.quick:
         args.n_samples, args.n_features, args.repeats = 5000, 10, 2
     apply_thread_option(args.threads)  # before JAX starts
@@ -103,6 +111,47 @@ def main(argv=None) -> dict:
     print(f"   latentlab compile (first call minus warm median): {compile_s:.2f} s")
     print(f"   log-likelihood per row, latentlab - scikit-learn: {gap:+.2e}")
     return {"speedup": ratio, "compile_seconds": compile_s, "loglik_gap_per_row": gap}
+
+
+def small_data_table() -> dict:
+    """Warm time of each side's default fit on small real data, and the ratio."""
+    from sklearn import datasets
+    from sklearn.mixture import GaussianMixture as SkGaussianMixture
+
+    import latentlab
+
+    print("GaussianMixture on small data, each side's defaults: warm medians over 5 seeds (ms)")
+    print(f"{'data':<15}{'K':>2} {'covariance':<11}{'latentlab':>10}{'sklearn':>9}{'ratio':>7}")
+    ratios = {}
+    warnings.simplefilter("ignore")
+    for name in ("iris", "wine", "breast_cancer"):
+        X = getattr(datasets, f"load_{name}")().data
+        X = (X - X.mean(0)) / X.std(0)
+        for K in (2, 5):
+            for covariance in ("full", "diag"):
+                settings = {"covariance_type": covariance}
+                sides = {
+                    "latentlab": (latentlab.GaussianMixture, K, settings, X),
+                    "sklearn": (SkGaussianMixture, K, settings, X),
+                }
+
+                def fit(cls, K, settings, X, seed):
+                    return cls(K, random_state=seed, **settings).fit(X)
+
+                fit(*sides["latentlab"], 0)  # compiles
+                times = {side: [] for side in sides}
+                for seed in range(5):
+                    for side, args in sides.items():
+                        t = time.perf_counter()
+                        fit(*args, seed)
+                        times[side].append(time.perf_counter() - t)
+                ours, theirs = (1e3 * statistics.median(times[side]) for side in sides)
+                ratios[(name, K, covariance)] = ours / theirs
+                print(
+                    f"{name:<15}{K:>2} {covariance:<11}{ours:>10.1f}{theirs:>9.1f}"
+                    f"{ours / theirs:>7.2f}"
+                )
+    return ratios
 
 
 if __name__ == "__main__":

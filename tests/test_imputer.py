@@ -299,6 +299,11 @@ def test_default_candidates_stay_small():
     second = default_candidates("auto", 500, 13, best_rank=5)
     assert second[:2] == [("fa", 5), ("fa", 3)]
     assert default_candidates("bpca", 500, 13) == [("bpca", None)]
+    # the two-component mixture: only with at least as many rows as its parameters,
+    # 2 * 13 * 16 / 2 + 1 = 209 at d = 13
+    assert ("gmm", 2) in second
+    assert ("gmm", 2) in default_candidates("auto", 209, 13, best_rank=5)
+    assert ("gmm", 2) not in default_candidates("auto", 208, 13, best_rank=5)
     assert default_candidates("fa", 500, 4) == [("fa", 1), ("fa", 2), ("fa", 3)]
 
 
