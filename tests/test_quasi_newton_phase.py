@@ -182,3 +182,46 @@ def test_a_copied_variable_is_a_heywood_case_on_its_floor():
     floor = 1e-6 * X.var(axis=0)
     np.testing.assert_allclose(est.noise_variance_[[4, 13]], floor[[4, 13]], rtol=1e-12)
     assert np.all(est.noise_variance_[:4] > 100 * floor[:4])
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.15, 0.3])
+@pytest.mark.parametrize("name", ["wine", "diabetes"])
+def test_supervised_pca_converges_to_a_maximum_in_few_steps(name, fraction, monkeypatch):
+    """SPCA's fit, with and without holes in X: plain EM from the fitted (padded)
+    parameters, on the program's own data, cannot raise the joint log-likelihood."""
+    import latentlab.estimators.gaussian_latent as gaussian_latent
+    from latentlab import SupervisedPCA
+
+    captured = {}
+    fit_em = gaussian_latent._fit_em
+
+    def spy(module, data, n, *args, **kwargs):
+        result = fit_em(module, data, n, *args, **kwargs)
+        captured.update(module=module, data=data, n=n, hyper=args[3], result=result)
+        return result
+
+    monkeypatch.setattr(gaussian_latent, "_fit_em", spy)
+    X = standardised_with_holes(name, fraction)
+    y = DATA[name][0]().target.astype(float)
+    y = (y - y.mean()) / y.std()
+    est = SupervisedPCA(3, tol=1e-10).fit(X, y)
+    assert est.converged_ and est.n_iter_ <= 30  # seen: 7-11 (EM alone: 8-11)
+    assert is_monotone(est.log_likelihoods_)
+    module, data, hyper = captured["module"], captured["data"], captured["hyper"]
+    params, trace, n_iter, _ = captured["result"]
+    n = float(captured["n"])
+    at_fit = float(np.asarray(trace)[int(n_iter) - 1]) / n
+    with jax.enable_x64(True):
+        start = jax.tree.map(lambda leaf: jnp.asarray(leaf)[None], params)
+        polished = run_em(
+            module.e_step,
+            module.m_step,
+            start,
+            data,
+            hyper,
+            jnp.asarray(n),
+            jnp.asarray(0.0),
+            max_iter=50,
+            accelerate=False,
+        )
+    assert float(polished.objective) / n - at_fit <= 1e-8
