@@ -18,11 +18,6 @@ import numpy as np
 __all__ = ["compare"]
 
 LOO_METHODS = ("nuts", "svi", "laplace")
-# With stop_early, a model stops fitting folds once the held-out log-likelihood it has
-# gained against the best complete model so far, summed over the rows both scored, is
-# below zero by more than this many standard errors paired over those rows: the
-# remaining folds would be expected to widen the gap, not close it.
-STOP_Z = 4.0
 COMPLETION_FRACTION = 0.5  # share of each held-out document's tokens used to fold it in
 
 
@@ -175,7 +170,7 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
 
     ``leader``: the held-out values of the best complete model so far (every fold's,
     in fold order); the folds stop early when this model is clearly worse on the rows
-    both have scored (:data:`STOP_Z`)."""
+    both have scored (:mod:`latentlab._early_stop`)."""
     from sklearn.base import clone  # imported here: scikit-learn loads pandas
 
     supervised = _is_supervised(template)
@@ -249,13 +244,11 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
 
 
 def _clearly_worse(values, leader) -> bool:
-    """Whether held-out ``values`` (the first folds' rows) trail the leader's on the
-    same rows by more than :data:`STOP_Z` standard errors of the summed difference,
-    ``sqrt(m) sd(d)`` for the m per-row differences d."""
-    if leader is None:
-        return False
-    d = values - leader[: len(values)]
-    return bool(d.sum() + STOP_Z * np.sqrt(d.size) * d.std(ddof=1) < 0)
+    """Whether held-out ``values`` (the first folds' rows) clearly trail the leader's
+    on the same rows (:func:`latentlab._early_stop.clearly_worse`)."""
+    from latentlab._early_stop import clearly_worse
+
+    return leader is not None and clearly_worse(values - leader[: len(values)])
 
 
 def _paired_differences(table, pointwise, fold_sizes):
@@ -403,7 +396,9 @@ def compare(
         Stop fitting a model's folds once it is clearly worse than the best model
         so far with all folds scored: when its held-out log-likelihood, summed over
         the rows both have scored, is below the best's by more than 4 standard
-        errors of that sum (paired over the rows).  Its remaining folds would be
+        errors of that sum (paired over the rows; the per-row differences winsorised
+        from below at their 10th percentile, which only favours the model and keeps
+        a few catastrophic rows from hiding a clear deficit).  Its remaining folds would be
         expected to widen the gap; such a model's held-out columns cover the folds
         it was scored on (``folds``), and it is listed after the models scored on
         every fold.  Models are evaluated in the order given.  For a quick choice
@@ -563,10 +558,10 @@ def compare(
             "the difference is within 1 or 2 such SE"
         ),
         stopped_early=(
-            f"a model whose held-out log-likelihood trailed the best complete one by more "
-            f"than {STOP_Z:g} paired SE on the rows both had scored was not fitted on its "
-            "remaining folds (folds < cv); its held-out columns cover the folds it was "
-            "scored on"
+            "a model whose held-out log-likelihood trailed the best complete one by more "
+            "than 4 paired SE on the rows both had scored (differences winsorised from "
+            "below at their 10th percentile) was not fitted on its remaining folds "
+            "(folds < cv); its held-out columns cover the folds it was scored on"
             if stop_early
             else None
         ),

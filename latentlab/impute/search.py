@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 from sklearn.base import clone
 
+from latentlab import _early_stop as early_stop
 from latentlab._progress import progress
 from latentlab._shapes import search_grid
 
@@ -45,13 +46,12 @@ AUTO_MIXTURES = (2,)
 # 0.001 column sd and made ``auto`` 2.5x faster on breast_cancer (FA with 18
 # factors needs 15 SQUAREM cycles instead of ~40).
 SEARCH_TOL = 1e-3
-# A candidate stops scoring masks once the held-out log-likelihood it has gained
-# against the best so far, summed over the masks scored by both, is below zero by more
-# than this many standard errors (paired over rows): its remaining masks would be
-# expected to widen the gap, not close it.  On breast_cancer with 30% missing the
-# two-component full-covariance mixture trails factor analysis by ~9 nats per hidden
+# A candidate stops scoring masks once it clearly trails the best so far on the masks
+# both have scored (latentlab._early_stop; STOP_Z standard errors): its remaining
+# masks would be expected to widen the gap.  On breast_cancer with 30% missing the
+# two-component full-covariance mixture trailed factor analysis by ~9 nats per hidden
 # entry on the first mask, and its other two fits were most of ``Imputer()``'s time.
-STOP_Z = 4.0
+STOP_Z = early_stop.STOP_Z
 
 
 def canonical_name(name: str):
@@ -243,10 +243,10 @@ def evaluate(specs, Xs, masks, seed: int, *, tol: float, verbose: int = 0, best=
 
     ``per_mask`` holds, for each mask scored, each row's conditional log-density of
     its hidden entries given its other observed ones, and ``per_row`` their sum over
-    masks.  A candidate stops early (fewer masks, and why in ``note``) when it trails
-    the best row so far (``best``, or the best of these) by more than :data:`STOP_Z`
-    standard errors (:func:`_clearly_worse`).  A candidate that fails (e.g. K too
-    large for the data) gets ``per_row=None`` and the reason in ``note``.
+    masks.  A candidate stops early (fewer masks, and why in ``note``) when it clearly
+    trails the best row so far (``best``, or the best of these; :func:`_clearly_worse`).
+    A candidate that fails (e.g. K too large for the data) gets ``per_row=None`` and
+    the reason in ``note``.
     """
     rows = []
     # the fits of this search share compiled programs over its grid of K
@@ -307,14 +307,13 @@ def _evaluate_one(spec, Xs, masks, seed, tol, best) -> dict:
 
 
 def _clearly_worse(per_mask, best) -> bool:
-    """Whether a candidate's held-out log-likelihood over its first masks is below the
-    best row's over the same masks by more than :data:`STOP_Z` standard errors of the
-    summed difference, paired over rows (``sqrt(n) sd(d)`` for per-row differences d).
-    """
+    """Whether a candidate's held-out log-likelihood over its first masks clearly
+    trails the best row's over the same masks, paired over rows
+    (:func:`latentlab._early_stop.clearly_worse` at :data:`STOP_Z`)."""
     if best is None:
         return False
     d = np.sum(per_mask, axis=0) - np.sum(best["per_mask"][: len(per_mask)], axis=0)
-    return bool(d.sum() + STOP_Z * np.sqrt(d.size) * d.std(ddof=1) < 0)
+    return early_stop.clearly_worse(d, STOP_Z)
 
 
 def best_row(rows):
