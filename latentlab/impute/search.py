@@ -139,8 +139,11 @@ def default_candidates(model: str, n_samples: int, n_features: int, best_rank=No
 
 
 def _mixture_parameters(K: int, d: int) -> int:
-    """Free parameters of a full-covariance mixture of K components in d dimensions."""
-    return K * d * (d + 3) // 2 + K - 1
+    """Free parameters of a full-covariance mixture of K components in d dimensions
+    (the mixture's own count, as scikit-learn's)."""
+    from latentlab.models.gmm import n_parameters
+
+    return n_parameters(d, K, "full")
 
 
 def plan(model, candidates, n_components, n_samples: int, n_features: int):
