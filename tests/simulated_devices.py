@@ -9,7 +9,8 @@ import sys
 
 
 def run_on_simulated_devices(script: str, count: int = 8) -> dict:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={count}"
+    env = {**os.environ, "XLA_FLAGS": flags.strip()}
     env.pop("JAX_PLATFORMS", None)
     run = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600

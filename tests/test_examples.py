@@ -13,10 +13,9 @@ Speed (compiling XLA programs, not running them, dominates at these sizes):
   before each, so JAX and latentlab are imported once per group and a shape one
   notebook compiled is reused by the next (choosing_k and ppca_vs_fa fit PPCA on
   the same shapes);
-- the kernels compile with XLA's backend optimisation off
-  (``--xla_backend_optimization_level=0``): about twice as fast to compile, and the
-  results agree with the optimised programs up to rounding (Monte Carlo summaries
-  up to their Monte Carlo error).
+- the kernels inherit the suite's XLA flags (``conftest.py``: backend optimisation
+  off), about twice as fast to compile; the results agree with the optimised
+  programs up to rounding (Monte Carlo summaries up to their Monte Carlo error).
 
 The notebooks selected for this session (e.g. with ``-k``) are executed once, by a
 module fixture; each parametrised test then checks its own notebook's result.
@@ -48,9 +47,7 @@ RESET = 'import matplotlib.pyplot as _plt\n_plt.close("all")\n%reset -f'
 
 
 def _kernel_env() -> dict:
-    env = dict(os.environ, MPLBACKEND="Agg")
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
-    return env
+    return dict(os.environ, MPLBACKEND="Agg")  # XLA's flags: conftest's
 
 
 def _small(nb) -> None:

@@ -48,6 +48,22 @@ class EMResult(NamedTuple):
     block_converged: Any = None
 
 
+class _LoopState(NamedTuple):
+    """One start's EM loop state: after cycle ``n_iter``, the iterate ``params`` (the
+    next one to evaluate), the objective and statistics of the one evaluated last."""
+
+    params: Any
+    stats: Any
+    objective: jax.Array
+    converged: jax.Array
+    done: jax.Array
+    n_iter: jax.Array  # the cycle counter j; the number of M-steps taken once done
+    trace: jax.Array
+    params_before: Any  # the iterate evaluated last: kept where the next breaks down
+    breakdown: jax.Array
+    block_converged: jax.Array
+
+
 def _report(show, start, i, objective):
     if show:
         print(
@@ -226,18 +242,23 @@ def run_em(
         return objective0, stats0, p_next
 
     def single(start, index):
-        stats = zeros_like_stats()
-        trace = jnp.full((max_iter,), jnp.nan, dtype)
         false = jnp.asarray(False)
-        no_block = jnp.zeros(objective_shape.shape, bool)
-        state = (start, stats, nans(), false, false, 0, trace, start, false, no_block)
-
-        def cond(state):
-            return ~state[4]
+        state = _LoopState(
+            params=start,
+            stats=zeros_like_stats(),
+            objective=nans(),
+            converged=false,
+            done=false,
+            n_iter=0,
+            trace=jnp.full((max_iter,), jnp.nan, dtype),
+            params_before=start,
+            breakdown=false,
+            block_converged=jnp.zeros(objective_shape.shape, bool),
+        )
 
         def body(state):
-            params, stats_before, previous, _, was_done, j, trace, params_before, _, _ = state
-            objective, stats, params_next = cycle(params)
+            j, previous = state.n_iter, state.objective
+            objective, stats, params_next = cycle(state.params)
             # a breakdown keeps the iterate before (state: its stats and objective)
             change_ok = jnp.abs(objective - previous) <= tol * n_samples
             if blockwise:
@@ -249,33 +270,38 @@ def run_em(
                 block_ok = (j > 0) & change_ok
             converged = (j > 0) & ~breakdown & change_ok
             done = breakdown | converged | (j == max_iter)
+            trace = state.trace
             trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
-                show = (j > 0) & (j % verbose == 0) & ~was_done
+                show = (j > 0) & (j % verbose == 0) & ~state.done
                 jax.debug.callback(_report, show, index, j, total(objective))
-            kept = _select(breakdown, params_before, params)
-            stats = _select(breakdown, stats_before, stats)
-            objective = jnp.where(breakdown & (j > 0), previous, objective)
+            kept = _select(breakdown, state.params_before, state.params)
             n_iter = jnp.where(breakdown, jnp.maximum(j - 1, 0), jnp.where(done, j, j + 1))
-            next_params = _select(done, kept, params_next)
-            return (
-                next_params,
-                stats,
-                objective,
-                converged,
-                done,
-                n_iter,
-                trace,
-                params,
-                breakdown,
-                block_ok,
+            return _LoopState(
+                params=_select(done, kept, params_next),
+                stats=_select(breakdown, state.stats, stats),
+                objective=jnp.where(breakdown & (j > 0), previous, objective),
+                converged=converged,
+                done=done,
+                n_iter=n_iter,
+                trace=trace,
+                params_before=state.params,
+                breakdown=breakdown,
+                block_converged=block_ok,
             )
 
-        final = jax.lax.while_loop(cond, body, state)
-        params, stats, objective, converged, _, n_iter, trace, _, breakdown, block_ok = final
+        final = jax.lax.while_loop(lambda state: ~state.done, body, state)
         return EMResult(
-            params, trace, n_iter, converged, objective, stats, objective, breakdown, block_ok
+            final.params,
+            final.trace,
+            final.n_iter,
+            final.converged,
+            final.objective,
+            final.stats,
+            final.objective,
+            final.breakdown,
+            final.block_converged,
         )
 
     n_starts = jax.tree.leaves(params0)[0].shape[0]
