@@ -142,10 +142,10 @@ def em_loop_timer(X, K: int, iterations: int, theta0, phi0):
     padded as ``PLSA`` pads them."""
     import jax
     import jax.numpy as jnp
-    from latentlab.models import plsa
 
     from latentlab.estimators._plsa_programs import _corpus, _pad_topics, _padded_topics
     from latentlab.inference.em import run_em as run
+    from latentlab.models import plsa
 
     with jax.enable_x64(True):
         corpus = _corpus(X, jnp.float64)

@@ -79,7 +79,6 @@ _SUBMODULES = {
     "estimators",
     "impute",
     "plots",
-    "datasets",
     "closed_form",
     "inference",
     "models",

@@ -11,10 +11,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from latentlab.models._gaussian_latent_moments import CompleteSummary, GaussianData
 
 from latentlab._shapes import chunked, em_rows
 from latentlab.inference.summaries import scatter_about_mean
+from latentlab.models._gaussian_latent_moments import CompleteSummary, GaussianData
 
 # no __all__: a private module; latentlab.models.gaussian_latent re-exports its names
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from latentlab.models.gaussian_latent import UNIT_DENSITY_VARIANCE
 from numpyro import handlers
 from numpyro.ops.indexing import Vindex
+
+from latentlab.models.gaussian_latent import UNIT_DENSITY_VARIANCE
 
 # no __all__: a private module; latentlab.models.gmm re-exports its public names
 

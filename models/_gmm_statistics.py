@@ -13,6 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
+
 from latentlab.models._gmm_covariances import component_log_density, conditional_components
 
 # no __all__: a private module; latentlab.models.gmm re-exports its public names

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from latentlab.closed_form.nmf import kl_multiplicative_terms
+from latentlab.inference.em import run_em
 from latentlab.models._plsa_algebra import (
     doc_sum,
     log_dirichlet,
@@ -23,9 +26,6 @@ from latentlab.models._plsa_algebra import (
     topic_mask,
     update_theta,
 )
-
-from latentlab.closed_form.nmf import kl_multiplicative_terms
-from latentlab.inference.em import run_em
 
 if TYPE_CHECKING:  # the model module imports this one: its types only for annotations
     from latentlab.models.plsa import Corpus, Hyper

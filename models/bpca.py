@@ -27,6 +27,9 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammaln
+from numpyro.distributions import constraints
+
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
 from latentlab.models import ppca
 from latentlab.models.gaussian_latent import (
     GaussianData,
@@ -36,9 +39,6 @@ from latentlab.models.gaussian_latent import (
     observe_rows,
     solve_regression,
 )
-from numpyro.distributions import constraints
-
-from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "Params",

@@ -21,6 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro import handlers
+
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
 from latentlab.models.gaussian_latent import (
     GaussianData,
     PCAStart,
@@ -33,9 +36,6 @@ from latentlab.models.gaussian_latent import (
     solve_regression,
     variance_coordinates,
 )
-from numpyro import handlers
-
-from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "Params",

@@ -27,6 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+
+from latentlab.inference.posterior.spec import Site
+from latentlab.inference.quasi_newton import BoxCoordinates
 from latentlab.models._gaussian_latent_moments import (
     LOG_2PI,
     CompleteSummary,
@@ -49,9 +52,6 @@ from latentlab.models._gaussian_latent_start import (
     pca_solution,
     summarise,
 )
-
-from latentlab.inference.posterior.spec import Site
-from latentlab.inference.quasi_newton import BoxCoordinates
 
 __all__ = [
     # the algebra of the private modules

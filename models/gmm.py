@@ -42,6 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+from numpyro import handlers
+
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
 from latentlab.models._gmm_covariances import (
     COVARIANCE_TYPES,
     component_log_density,
@@ -73,9 +76,6 @@ from latentlab.models._gmm_statistics import (
     _sum_over_chunks,
 )
 from latentlab.models.gaussian_latent import detect_missing
-from numpyro import handlers
-
-from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "COVARIANCE_TYPES",

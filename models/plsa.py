@@ -64,6 +64,11 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro import handlers
+from scipy.special import gammaln
+
+from latentlab.closed_form.nmf import kl_multiplicative_terms
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
 from latentlab.models import _plsa_fold_in
 from latentlab.models._plsa_algebra import (
     doc_sum,
@@ -80,11 +85,6 @@ from latentlab.models._plsa_algebra import (
 from latentlab.models._plsa_fold_in import *  # noqa: F403
 from latentlab.models._plsa_fold_in import fold_in_e_step, fold_in_m_step
 from latentlab.models._plsa_layout import padded_entries, padded_rows
-from numpyro import handlers
-from scipy.special import gammaln
-
-from latentlab.closed_form.nmf import kl_multiplicative_terms
-from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "Params",

@@ -39,6 +39,9 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+from numpyro import handlers
+
+from latentlab.inference.posterior.spec import PosteriorSpec, Site
 from latentlab.models import ppca
 from latentlab.models.gaussian_latent import (
     GaussianData,
@@ -50,9 +53,6 @@ from latentlab.models.gaussian_latent import (
     solve_regression,
     variance_coordinates,
 )
-from numpyro import handlers
-
-from latentlab.inference.posterior.spec import PosteriorSpec, Site
 
 __all__ = [
     "Params",

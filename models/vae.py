@@ -30,10 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from latentlab.models import ppca
-from latentlab.models.gaussian_latent import sample_loadings_and_mean
 from numpyro import handlers
 from numpyro.primitives import Messenger
+
+from latentlab.models import ppca
+from latentlab.models.gaussian_latent import sample_loadings_and_mean
 
 __all__ = [
     "ACTIVATIONS",

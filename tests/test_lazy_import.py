@@ -73,3 +73,17 @@ def test_the_lazy_names_are_the_estimators_modules_names():
     import latentlab.estimators
 
     assert latentlab._ESTIMATORS == tuple(latentlab.estimators.__all__)
+
+
+def test_every_name_that_dir_lists_resolves():
+    """Tab completion offers ``dir(latentlab)``; each name must import (a submodule
+    listed there once no longer existed)."""
+    import latentlab
+
+    unresolved = []
+    for name in dir(latentlab):
+        try:
+            getattr(latentlab, name)
+        except (AttributeError, ImportError) as err:
+            unresolved.append(f"{name}: {err}")
+    assert not unresolved

@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from latentlab.models import plsa
 from numpyro import handlers
 from oracles import is_monotone
 from scipy.optimize import linear_sum_assignment
@@ -25,6 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 import latentlab
 from latentlab import PLSA
+from latentlab.models import plsa
 
 D, W, K = 60, 40, 3
 

@@ -269,10 +269,10 @@ def test_no_recompilation_for_same_shapes(planted):
 
 def test_n_init_keeps_best_start(planted):
     import jax.numpy as jnp
-    from latentlab.models import ppca
-    from latentlab.models.gaussian_latent import summarise
 
     from latentlab.inference.em import run_em
+    from latentlab.models import ppca
+    from latentlab.models.gaussian_latent import summarise
 
     X, _, _ = planted
     with jax.enable_x64(True):

@@ -17,9 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from latentlab.models import factor_analysis as fa
-from latentlab.models import ppca
-from latentlab.models.gaussian_latent import mean_imputed_pca, summarise
 from oracles import is_monotone
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 from sklearn.decomposition import FactorAnalysis as SklearnFactorAnalysis
@@ -28,6 +25,9 @@ from sklearn.preprocessing import StandardScaler
 from latentlab import PPCA, FactorAnalysis
 from latentlab.inference.em import run_em
 from latentlab.inference.quasi_newton import maximise_in_box
+from latentlab.models import factor_analysis as fa
+from latentlab.models import ppca
+from latentlab.models.gaussian_latent import mean_imputed_pca, summarise
 
 # data set -> (loader, factors, most steps seen plus headroom: EM alone took 4,000 to
 # more than 30,000 accelerated cycles on these, without converging on breast_cancer)

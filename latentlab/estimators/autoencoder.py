@@ -222,7 +222,7 @@ class Autoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstim
     --------
     >>> import numpy as np, latentlab
     >>> X = np.random.default_rng(0).normal(size=(100, 4)) @ np.diag([3.0, 2.0, 0.1, 0.1])
-    >>> ae = latentlab.Autoencoder(2, random_state=0, max_iter=500).fit(X)
+    >>> ae = latentlab.Autoencoder(2, random_state=0, max_iter=2000).fit(X)  # converges
     >>> ae.transform(X).shape
     (100, 2)
     """
