@@ -1,4 +1,4 @@
-"""Cold start: what a new user meets in a fresh process, against scikit-learn (issue 14).
+"""Cold start: what a new user meets in a fresh process, against scikit-learn.
 
 Every scenario runs in fresh subprocesses, first with an empty persistent compilation
 cache and then again with the same (now warm) cache directory, a temporary
@@ -18,7 +18,7 @@ misses and hits, all counted with ``jax.monitoring`` listeners:
   threshold, which miss again in every process).
 
 Beside each, scikit-learn's time for its nearest equivalent, in a fresh process too,
-and the targets of issue 14.  Above the table: the time ``import latentlab`` adds to
+and latentlab's cold-start targets.  Above the table: the time ``import latentlab`` adds to
 ``import jax``, and the time its lazily imported estimators (scikit-learn with them)
 add at first use (medians of 3 fresh processes).  The scenarios' calls are timed
 after that first use.
@@ -48,7 +48,7 @@ import tempfile
 import time
 
 SCENARIOS = {
-    # name: (what latentlab runs, scikit-learn's nearest equivalent, issue 14 target)
+    # name: (what latentlab runs, scikit-learn's nearest equivalent, cold-start target)
     "ppca": ("PPCA(3).fit(wine)", "PCA(3).fit", "warm <= 0.3 s; empty <= 4 compiles"),
     "fa": ("FactorAnalysis(3).fit(wine)", "FactorAnalysis(3).fit", ""),
     "gmm": ("GaussianMixture(3).fit(wine)", "GaussianMixture(3).fit", ""),

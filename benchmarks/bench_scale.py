@@ -1,4 +1,4 @@
-"""Exact EM at scale (issue 20): seconds per EM iteration and peak memory of PPCA, FA
+"""Exact EM at scale: seconds per EM iteration and peak memory of PPCA, FA
 and GMM in memory, from a NumPy memmap (row chunks), on a Dask array (threaded
 scheduler) and on a Dask ``LocalCluster``; beside them scikit-learn's
 ``IncrementalPCA`` (one pass of ``partial_fit``) and dask-ml's ``PCA`` on the same

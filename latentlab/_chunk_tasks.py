@@ -1,4 +1,4 @@
-"""What Dask workers run for the chunked EM route (issue 20), in a module of its own.
+"""What Dask workers run for the chunked EM route, in a module of its own.
 
 A worker imports the module of every function it is sent.  These functions live
 apart from :mod:`latentlab.estimators._chunked` because importing anything under

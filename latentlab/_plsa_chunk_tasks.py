@@ -1,6 +1,6 @@
 """pLSA's chunked route, the host side: count matrices read in row chunks (memmap,
 h5py, zarr, ``scipy.sparse`` wrapped in :class:`~latentlab.inference.chunked.RowChunks`)
-or held as a Dask array (issue 20), and the model's E-steps run on them.
+or held as a Dask array, and the model's E-steps run on them.
 
 What Dask workers run, so outside :mod:`latentlab.estimators` (as
 :mod:`latentlab._chunk_tasks`): importing anything there first imports every estimator

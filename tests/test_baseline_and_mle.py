@@ -1,4 +1,4 @@
-"""scikit-learn parity of the Gaussian latent estimators (issue 15): the K = 0
+"""scikit-learn parity of the Gaussian latent estimators: the K = 0
 baseline, n_components="mle", FactorAnalysis(noise_variance_init=...) and loglike_."""
 
 import numpy as np

@@ -3,7 +3,7 @@
 import jax
 import numpy as np
 import pytest
-from numpyro.infer.util import log_density, log_likelihood
+from numpyro.infer.util import log_density
 from oracles import hide_at_random, is_monotone, planted_low_rank
 
 import latentlab
@@ -19,10 +19,6 @@ def planted():
 def fitted(planted):
     X, _, _ = planted
     return BayesianPCA(9, random_state=0).fit(X)
-
-
-def params_batch(est):
-    return {k: v[None] for k, v in est.params_.items()}
 
 
 @pytest.mark.parametrize("n, noise", [(100, 0.1), (300, 0.5), (200, 0.3)])
@@ -46,29 +42,6 @@ def test_em_never_decreases_log_joint(fitted):
     # problem and is allowed to lower the log joint)
     assert len(fitted.log_likelihoods_before_pruning_) > 10
     assert is_monotone(fitted.log_likelihoods_before_pruning_)
-
-
-def test_trace_is_log_joint_and_score_is_log_likelihood(planted, fitted):
-    X, _, _ = planted
-    n = len(X)
-    with jax.enable_x64(True):
-        ll = float(np.sum(log_likelihood(fitted.model_, params_batch(fitted), X)["x"]))
-        joint, _ = log_density(fitted.model_, (X,), {}, fitted.params_)
-    assert ll == pytest.approx(n * fitted.score(X), rel=1e-10)
-    assert fitted.log_likelihoods_[-1] == pytest.approx(float(joint), rel=1e-10)
-    assert float(joint) > n * fitted.score(X) - 1e3  # the prior term is finite
-
-
-def test_declared_once_with_missing_data(planted):
-    X, _, _ = planted
-    X_missing, _ = hide_at_random(X, 0.2, seed=3)
-    est = BayesianPCA(6, random_state=0).fit(X_missing)
-    assert is_monotone(est.log_likelihoods_)
-    with jax.enable_x64(True):
-        ll = float(np.sum(log_likelihood(est.model_, params_batch(est), X_missing)["x"]))
-        joint, _ = log_density(est.model_, (X_missing,), {}, est.params_)
-    assert ll == pytest.approx(len(X) * est.score(X_missing), rel=1e-10)
-    assert est.log_likelihoods_[-1] == pytest.approx(float(joint), rel=1e-10)
 
 
 def test_map_on_the_declaration_reaches_the_em_optimum(planted):
@@ -159,7 +132,7 @@ def test_save_load_round_trip(fitted, planted, tmp_path):
     np.testing.assert_array_equal(loaded.impute(X), fitted.impute(X))
 
 
-# -- pruning follows the ARD fixed point (issue 16, item 6) -------------------------------
+# -- pruning follows the ARD fixed point --------------------------------------------------
 
 
 def rotated_low_rank(n=500, d=25, rank=5, sigma=1.0, seed=42, n_test=0):

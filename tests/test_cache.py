@@ -1,4 +1,4 @@
-"""The shared compilation-cache helper (issue 14), each check in a fresh interpreter."""
+"""The shared compilation-cache helper, each check in a fresh interpreter."""
 
 import json
 import os

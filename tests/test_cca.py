@@ -257,7 +257,7 @@ YP = _Z @ _RNG.normal(size=(2, 3)) + 0.7 * _RNG.normal(size=(200, 3))
 
 @pytest.mark.parametrize("n_components", [1, 2, 3])
 def test_predict_coef_and_score_match_sklearn_cca(n_components):
-    # issue 15: CCA.predict, coef_, intercept_ and score (R^2) as scikit-learn's CCA
+    # CCA.predict, coef_, intercept_ and score (R^2) as scikit-learn's CCA
     from sklearn.cross_decomposition import CCA as SklearnCCA
     from sklearn.metrics import r2_score
 
@@ -292,7 +292,7 @@ def test_default_n_components_is_sklearns():
 
 @pytest.mark.parametrize("copy", [True, False])
 def test_copy_is_accepted_and_never_changes_the_inputs(copy):
-    # issue 15: scikit-learn's ``copy`` (constructor, transform, predict); latentlab never
+    # scikit-learn's ``copy`` (constructor, transform, predict); latentlab never
     # writes into the caller's arrays, whatever its value
     from sklearn.cross_decomposition import CCA as SklearnCCA
 

@@ -166,7 +166,7 @@ def test_parse_ks():
             parse_ks(bad)
 
 
-# -- issue 16: output paths, precision, pipes, headers ---------------------------------
+# -- output paths, precision, pipes, headers -------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""How many XLA programs a workflow compiles on a cold start (issue 14).
+"""How many XLA programs a workflow compiles on a cold start.
 
 Compile counts are deterministic for given shapes and settings, so they are asserted
 here as numbers, never as timings.  Each count is taken in a fresh subprocess with
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-# Issue 14's target: one fit compiles at most 4 programs (the EM program "plus at most a
+# The compile budget: one fit compiles at most 4 programs (the EM program "plus at most a
 # couple of shared helpers").
 FIT_TARGET = 4
 
@@ -78,7 +78,7 @@ def gmm_counts():
 
 
 def test_gmm_fit_compiles_one_program(gmm_counts):
-    # before issue 14: 5 (starts, EM, and eager casts and slices); now the starts and
+    # once 5 (starts, EM, and eager casts and slices); now the starts and
     # the EM driver are one program and everything else runs on the host
     assert gmm_counts["fit"] <= FIT_TARGET
     assert gmm_counts["fit"] == 1

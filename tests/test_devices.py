@@ -1,4 +1,4 @@
-"""The ``devices`` setting (issue 20): rows sharded over several JAX devices give the
+"""The ``devices`` setting: rows sharded over several JAX devices give the
 one-device fit -- parameters and trace -- to round-off.
 
 Eight CPU devices are simulated in a subprocess (``XLA_FLAGS`` must be set before JAX

@@ -1,4 +1,4 @@
-"""``dtype="float32"`` on data far from the origin (issue 16, item 3).
+"""``dtype="float32"`` on data far from the origin.
 
 float32 has a spacing of 8 at 1e8, so a mean of 1e8 must never meet the data or the
 parameters in float32: the Gaussian latent estimators centre in float64 on the host

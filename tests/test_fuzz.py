@@ -1,4 +1,4 @@
-"""Seeded fuzz test of the EM models' invariants (issue 16): one data shape, scales from
+"""Seeded fuzz test of the EM models' invariants: one data shape, scales from
 1e-8 to 1e8, offsets up to 1e7 times the scale (1e15 in absolute terms), missing
 patterns (none, MCAR, block, monotone), float64 and float32.
 

@@ -1,4 +1,4 @@
-"""GaussianMixture's warm_start and max_iter=0 (issue 15), against scikit-learn and SciPy."""
+"""GaussianMixture's warm_start and max_iter=0, against scikit-learn and SciPy."""
 
 import warnings
 

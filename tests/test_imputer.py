@@ -421,7 +421,7 @@ def test_gmm_imputation_when_mixtures_fit_missing_values(monkeypatch):
     np.testing.assert_allclose(same[1], upper, rtol=0, atol=1e-9)
 
 
-# -- issue 16: huge values, names, messages, sparse input ------------------------------
+# -- huge values, names, messages, sparse input ----------------------------------------
 
 
 def test_huge_values_are_rescaled_not_imputed_as_nan(planted):

@@ -61,7 +61,7 @@ def test_large_values_inside_the_limit_give_scikit_learns_answer(X):
         ours.transform(X * 1e160)
 
 
-@pytest.mark.parametrize("name", ["PPCA", "FactorAnalysis"])  # PCA takes sparse X (issue 15)
+@pytest.mark.parametrize("name", ["PPCA", "FactorAnalysis"])  # PCA takes sparse X
 def test_sparse_input_to_dense_estimators_is_a_value_error(name, X):
     with pytest.raises(ValueError, match=r"sparse matrix.*X\.toarray\(\)") as info:
         ESTIMATORS[name]().fit(sp.csr_matrix(X))

@@ -111,7 +111,7 @@ def test_components_beyond_kernel_rank_are_dropped_with_remove_zero_eig():
 
 @pytest.mark.parametrize("solver", ["dense", "arpack"])
 def test_zero_eigenvalue_components_are_kept_at_zero_by_default_as_sklearn(solver):
-    # issue 15: remove_zero_eig=False (scikit-learn's default) keeps the components beyond
+    # remove_zero_eig=False (scikit-learn's default) keeps the components beyond
     # the rank, with eigenvalue exactly 0 and projections 0 (no division by zero)
     settings = dict(n_components=6, kernel="linear", eigen_solver=solver)
     ours = latentlab.KernelPCA(**settings, random_state=0).fit(IRIS)
@@ -246,7 +246,7 @@ def test_shift_invariant_kernels_ignore_where_the_data_sit(kernel, dtype, atol):
 
 
 def test_rounding_error_eigenvalue_is_not_a_component():
-    # issue 15, bug 3: centring cancels kernel entries of ~3000 (poly kernel), leaving an
+    # a past bug: centring cancels kernel entries of ~3000 (poly kernel), leaving an
     # "eigenvalue" of 7.8e-13 whose exact value is ~1e-30; scikit-learn returns 0
     X = np.array([[5.0, 1.0], [5.0 + 1e-8, 1e-8], [5.0 + 1e-8, 0.0]])
     kpca = latentlab.KernelPCA(n_components=2, kernel="poly", remove_zero_eig=True).fit(X)
@@ -258,7 +258,7 @@ def test_rounding_error_eigenvalue_is_not_a_component():
 
 
 def test_precomputed_kernel_matches_sklearn_and_the_built_in_kernel():
-    # issue 15: kernel="precomputed" takes K(X, X) in fit and K(X_new, X_fit) in transform
+    # kernel="precomputed" takes K(X, X) in fit and K(X_new, X_fit) in transform
     from sklearn.metrics.pairwise import polynomial_kernel
 
     settings = dict(gamma=0.2, degree=2, coef0=1.0)
@@ -300,7 +300,7 @@ def test_precomputed_kernel_model_saves_and_loads(tmp_path):
     assert_allclose(loaded.transform(NEW @ IRIS.T), kpca.transform(NEW @ IRIS.T), rtol=1e-12)
 
 
-# issue 15, kernel PCA speed: "auto" takes the block Lanczos solver for n > 500
+# kernel PCA speed: "auto" takes the block Lanczos solver for n > 500
 LANCZOS_X = np.random.default_rng(1).normal(size=(600, 5))
 
 

@@ -1,4 +1,4 @@
-"""`import latentlab` stays light (issue 14): heavy dependencies load on first use."""
+"""`import latentlab` stays light: heavy dependencies load on first use."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 """Stepwise (online) EM: ``partial_fit`` of PPCA, FactorAnalysis and GaussianMixture
-on a stream of chunks drawn from a planted model (issue 20, "Streams").
+on a stream of chunks drawn from a planted model.
 
 The oracle is scikit-learn's batch fit on the same rows (PCA, FactorAnalysis,
 GaussianMixture; latentlab's batch fits agree with them to 1e-4 nats per row here).

@@ -1,7 +1,7 @@
-"""Every array handed to a user is a writable NumPy array that owns its data (issue 15,
-bug 1): ``np.asarray`` of a JAX array is a read-only view of the device buffer, and a
-slice of a padded result or of a larger solution is a view, so ``Z /= 2`` would fail or
-write through.  The check runs over every estimator latentlab exports."""
+"""Every array handed to a user is a writable NumPy array that owns its data:
+``np.asarray`` of a JAX array is a read-only view of the device buffer, and a slice of a
+padded result or of a larger solution is a view, so ``Z /= 2`` would fail or write
+through.  The check runs over every estimator latentlab exports."""
 
 import numpy as np
 import pytest
@@ -60,7 +60,7 @@ def test_every_output_is_a_writable_array_that_owns_its_data(name):
 
 
 def test_kernel_estimators_do_not_follow_the_callers_training_array():
-    # issue 15, bug 2: X_fit_ was the caller's array, so changing it changed transform
+    # a past bug: X_fit_ was the caller's array, so changing it changed transform
     for make, fit_args in (
         (lambda: latentlab.KernelPCA(2, kernel="rbf", gamma=0.3), (X.copy(),)),
         (lambda: latentlab.KernelCCA(2, reg=0.1), (X.copy(), Y.copy())),

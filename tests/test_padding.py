@@ -229,7 +229,7 @@ def test_compile_counts_of_a_fit_and_of_a_rank_search():
     )
     assert result.returncode == 0, result.stderr
     counts = json.loads(result.stdout.strip().splitlines()[-1])
-    assert counts["ppca_fit"] <= 4, counts  # issue 14's target; 13-22 before
+    assert counts["ppca_fit"] <= 4, counts  # the compile budget; 13-22 before
     # one EM program per bucket (K <= 4, 5..8) and one scoring program per bucket;
     # the first fit above already compiled the K <= 4 pair
     assert counts["ppca_rank_search"] <= 4, counts

@@ -283,7 +283,7 @@ def test_quick_compile_path_matches_optimised_path(monkeypatch):
 
 
 def test_randomized_explained_variance_is_the_variance_of_its_projections():
-    # issue 15, bug 4: B's singular values (3.11803) were reported where the returned
+    # a past bug: B's singular values (3.11803) were reported where the returned
     # axes carry 3.11822; now the Rayleigh-Ritz values of the axes themselves
     X = np.random.RandomState(0).randn(100, 80)
     pca = latentlab.PCA(5, svd_solver="randomized", random_state=0)
@@ -303,7 +303,7 @@ def _planted_rank_3(n=300, d=12, seed=0):
 
 @pytest.mark.parametrize("n_components", [1, 2, 4])
 def test_get_covariance_and_precision_match_sklearn_and_score(n_components):
-    # issue 15: get_precision (Woodbury), consistent with get_covariance and score
+    # scikit-learn parity: get_precision (Woodbury), consistent with get_covariance and score
     from scipy.stats import multivariate_normal
 
     ours = latentlab.PCA(n_components=n_components).fit(IRIS)
@@ -327,7 +327,7 @@ def test_get_precision_of_a_singular_model_raises():
 @pytest.mark.parametrize("name", ["iris", "wine", "diabetes", "breast_cancer", "planted_rank_3"])
 @pytest.mark.parametrize("solver", ["full", "covariance_eigh"])
 def test_mle_number_of_components_matches_sklearn(name, solver):
-    # issue 15: n_components="mle" (Minka 2000), against scikit-learn's choice
+    # n_components="mle" (Minka 2000), against scikit-learn's choice
     from sklearn import datasets
 
     X = _planted_rank_3() if name == "planted_rank_3" else getattr(datasets, f"load_{name}")().data
@@ -388,7 +388,7 @@ def test_mle_bad_settings_raise(X, params, match):
 
 
 def test_arpack_solver_matches_sklearn():
-    # issue 15: svd_solver="arpack" (block Lanczos on the scatter operator)
+    # scikit-learn parity: svd_solver="arpack" (block Lanczos on the scatter operator)
     rng = np.random.default_rng(0)
     X = 5 + rng.normal(size=(500, 60)) * 0.9 ** np.arange(60)
     ours = latentlab.PCA(n_components=3, svd_solver="arpack", random_state=0).fit(X)
@@ -416,7 +416,7 @@ def test_arpack_on_few_features_is_exact_and_checks_n_components():
 
 @pytest.mark.parametrize("data", [IRIS, IRIS.T], ids=["tall", "wide"])
 def test_arpack_with_n_components_none_keeps_one_fewer_like_sklearn(data):
-    # issue 15 (scikit-learn's test_n_components_none): arpack cannot return all
+    # scikit-learn parity (scikit-learn's test_n_components_none): arpack cannot return all
     # min(n, d) components, so None means min(n, d) - 1 there; latentlab used to raise.
     ours = latentlab.PCA(svd_solver="arpack").fit(data)
     ref = decomposition.PCA(svd_solver="arpack", random_state=0).fit(data)
@@ -427,7 +427,7 @@ def test_arpack_with_n_components_none_keeps_one_fewer_like_sklearn(data):
 
 @pytest.mark.parametrize("copy", [True, False])
 def test_copy_is_accepted_and_never_changes_the_input(copy):
-    # issue 15: scikit-learn's ``copy`` parameter; whatever its value, X stays unchanged
+    # scikit-learn's ``copy`` parameter; whatever its value, X stays unchanged
     X = IRIS.copy()
     ours = latentlab.PCA(n_components=2, copy=copy, whiten=True)
     Z = ours.fit_transform(X)

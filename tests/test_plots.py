@@ -465,7 +465,7 @@ def test_loadings_posterior_rejects_bad_input():
         plots.loadings_posterior(tree, reference=np.zeros((3, 2)))
 
 
-# -- what a reader sees (issue 16) -------------------------------------------------------
+# -- what a reader sees ------------------------------------------------------------------
 
 
 def visible_ticks(axis, limits):

@@ -177,7 +177,7 @@ SUITE = "sklearn.cross_decomposition.tests.test_pls"
 OURS = ("PLSRegression", "PLSCanonical", "PLSSVD")
 CONSTANT_TARGET = (
     "fits scale=True on a constant target column; latentlab rejects it with a ValueError "
-    "naming the column (issue 19: a single class for PLS targets is bad input), "
+    "naming the column (a single class for PLS targets is bad input), "
     "test_constant_target_without_scaling_stops_with_a_warning covers the scale=False case"
 )
 SUITE_EXCLUDED = {

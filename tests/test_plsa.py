@@ -99,7 +99,7 @@ def test_em_never_decreases_loglik(fit):
     assert trace[-1] - trace[0] > 100.0  # it did climb
 
 
-def test_declared_once_contract(corpus, fit):
+def test_loglik_of_the_declaration_is_the_dense_multinomial_loglik(corpus, fit):
     from numpyro.infer.util import log_likelihood
 
     n = corpus.shape[0]
@@ -219,7 +219,7 @@ def test_gradient_map_reaches_the_em_map_objective(corpus, smoothed):
 
 
 def test_svi_random_state_reproduces_the_fit_through_the_shared_driver(corpus):
-    # issue 17: pLSA's MAP/SVI goes through latentlab.inference.svi.fit_best_of, whose
+    # pLSA's MAP/SVI goes through latentlab.inference.svi.fit_best_of, whose
     # seeds come from random_state: the same random_state gives the same fit, another
     # one reaches the SVI (its starts and its gradient noise)
     def fit(seed):
@@ -427,7 +427,7 @@ def test_bad_input_to_a_fitted_model(corpus, fit):
         fit.completion_log_likelihood(corpus, fraction=1.0)
 
 
-# -- issue 16: defaults on digits, the dense E-step, held-out scoring of unseen words ---
+# -- defaults on digits, the dense E-step, held-out scoring of unseen words -------------
 
 
 def test_dense_and_nonzero_e_steps_agree(corpus):
@@ -567,7 +567,7 @@ def test_fit_does_not_depend_on_the_padding_rows_draws(corpus):
         np.testing.assert_array_equal(a.params_[name], b.params_[name])
 
 
-# -- issue 14: few compiled programs ------------------------------------------------------
+# -- few compiled programs ----------------------------------------------------------------
 
 
 def test_padded_topics_give_the_unpadded_fit(corpus):
@@ -620,7 +620,7 @@ print(json.dumps(counts))
 
 
 def test_a_cold_fit_compiles_few_programs():
-    # issue 14: one cold PLSA(5).fit(digits) compiled 31 XLA programs (~0.6 s of which
+    # formerly one cold PLSA(5).fit(digits) compiled 31 XLA programs (~0.6 s of which
     # was EM; the rest eager key, initialisation, normalisation and gather ops), a K
     # search over 5-8 compiled 54 more, and fold-in 10 per new row count.  Now EM and
     # the last fold-in are one program, with topics padded to a multiple of 4 and new

@@ -1,4 +1,4 @@
-"""PLSA's ``devices`` setting (issue 20): documents sharded over several JAX devices
+"""PLSA's ``devices`` setting: documents sharded over several JAX devices
 give the one-device fit.
 
 Eight CPU devices are simulated in a subprocess (``XLA_FLAGS`` must be set before JAX

@@ -78,24 +78,6 @@ def test_closed_form_components_match_sklearn_up_to_sign():
     assert ours.noise_variance_ == pytest.approx(sk.noise_variance_ * (len(X) - 1) / len(X))
 
 
-@pytest.mark.parametrize("method", ["em", "closed_form"])
-def test_declared_once_contract_complete_data(planted, method, fitted_em, fitted_closed):
-    X, _, _ = planted
-    est = fitted_em if method == "em" else fitted_closed
-    n = X.shape[0]
-    assert declared_loglik(est, X) == pytest.approx(n * est.score(X), rel=1e-10)
-    assert est.log_likelihoods_[-1] == pytest.approx(n * est.score(X), rel=1e-10)
-
-
-def test_declared_once_contract_missing_data(planted):
-    X, _, _ = planted
-    X_missing, _ = hide_at_random(X, 0.2, seed=1)
-    est = PPCA(3, random_state=0).fit(X_missing)
-    n = X.shape[0]
-    assert declared_loglik(est, X_missing) == pytest.approx(n * est.score(X_missing), rel=1e-10)
-    assert est.log_likelihoods_[-1] == pytest.approx(n * est.score(X_missing), rel=1e-10)
-
-
 def test_map_with_masked_priors_reaches_em_loglik(planted, fitted_em):
     X, _, _ = planted
     est = PPCA(3, method="map", svi_steps=2000, random_state=0).fit(X)
@@ -364,7 +346,7 @@ def _monotone_missing(seed=2, n=40, d=8, K=4, p=0.3, noise=0.3):
 
 
 def test_default_start_reaches_the_best_optimum_on_monotone_missing_data():
-    """Issue 16 item 15: EM's first start is the PCA solution of the mean-imputed data.
+    """EM's first start is the PCA solution of the mean-imputed data.
 
     On this monotone pattern every random start (the old default) stops, converged,
     0.015 nats/row below the best optimum that ten starts find.

@@ -51,7 +51,7 @@ def test_bad_input_is_rejected_with_a_named_problem(X, match):
         PPCA(1).fit(X)
 
 
-# (K = 0 is the isotropic-Gaussian baseline since issue 15: tests/test_baseline_and_mle.py)
+# (K = 0 is the isotropic-Gaussian baseline: tests/test_baseline_and_mle.py)
 @pytest.mark.parametrize("K", [-1, 8, 2.5])
 def test_n_components_out_of_range(data, K):
     with pytest.raises(ValueError, match="n_components"):
@@ -97,7 +97,7 @@ def _floor_warnings(X, K):
 
 
 def test_subspace_warning_is_scale_aware():
-    """Issue 16 item 14: unequal column scales are not a K-dimensional subspace."""
+    """Unequal column scales are not a K-dimensional subspace."""
     from sklearn.datasets import load_wine
 
     # wine's raw columns: variances from 0.015 to 1e5, full rank (smallest ML noise

@@ -1,4 +1,4 @@
-"""Exact EM over row chunks (issue 20): memmaps, row-sliceable stores and Dask arrays
+"""Exact EM over row chunks: memmaps, row-sliceable stores and Dask arrays
 give the in-memory fit -- parameters and trace -- to round-off."""
 
 from __future__ import annotations

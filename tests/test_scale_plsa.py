@@ -1,4 +1,4 @@
-"""pLSA at scale (issue 20): exact EM over row chunks (memmap, Dask, scipy.sparse
+"""pLSA at scale: exact EM over row chunks (memmap, Dask, scipy.sparse
 chunks) against the in-memory fit, and ``partial_fit`` (stepwise EM on the topic-word
 statistics) on a stream from a planted corpus.
 

@@ -1,5 +1,5 @@
 """scikit-learn's own unit tests for PCA, KernelPCA, FactorAnalysis, GaussianMixture and
-CCA, run against latentlab's classes (issue 15).
+CCA, run against latentlab's classes.
 
 The test modules ship inside the installed scikit-learn package; nothing is copied here.
 Each module is imported, its ``test_*`` functions are expanded over their own
@@ -83,7 +83,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("pca", "test_pca_singular_values[randomized]"): (
         "refits on X_trans @ components_ expecting orthogonal score columns: scikit-learn's "
         "randomized fit_transform returns U * S, latentlab's returns transform(X) = Xc V^T "
-        "(issue 15 bug 4), orthogonal only to ~1e-7 for approximate randomized axes"
+        "(a past bug fix), orthogonal only to ~1e-7 for approximate randomized axes"
     ),
     ("pca", "test_pca_score_consistency_solvers[randomized]"): (
         "rtol=5e-6 between randomized and full scores on digits is met by scikit-learn's "

@@ -1,4 +1,4 @@
-"""SciPy sparse input for PCA (implicit centring) and KernelPCA (issue 15), against
+"""SciPy sparse input for PCA (implicit centring) and KernelPCA, against
 scikit-learn on the same sparse data and against latentlab's own dense fit."""
 
 import numpy as np

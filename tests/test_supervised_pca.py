@@ -3,7 +3,6 @@
 import jax
 import numpy as np
 import pytest
-from numpyro.infer.util import log_likelihood
 from oracles import hide_at_random, is_monotone
 from scipy.stats import multivariate_normal
 from sklearn.linear_model import LinearRegression
@@ -32,12 +31,6 @@ def shared_factor_data(n=300, seed=0):
     return X, y
 
 
-def declared_loglik(est, X, y):
-    with jax.enable_x64(True):
-        ll = log_likelihood(est.model_, {k: v[None] for k, v in est.params_.items()}, X, y)
-        return float(sum(np.sum(v) for v in ll.values()))
-
-
 def weighted_objective_oracle(est, X, y):
     """F = log N([x; y] | mu, W W^T + diag(sigma2_x / alpha, sigma2_y)) + c(alpha, sigma2_x)."""
     p, a = est.params_, est.alpha
@@ -61,17 +54,6 @@ def test_em_trace_is_monotone_weighted_objective(alpha):
     assert est.log_likelihoods_[-1] == pytest.approx(
         weighted_objective_oracle(est, X, y), rel=1e-10
     )
-
-
-@pytest.mark.parametrize("missing", [False, True])
-def test_declared_once_log_likelihood_is_unweighted_joint(missing):
-    X, y = shared_factor_data()
-    if missing:
-        X, _ = hide_at_random(X, 0.2, seed=1)
-        y = np.where(np.random.default_rng(2).random(len(y)) < 0.2, np.nan, y)
-    est = SupervisedPCA(2, alpha=0.5, random_state=0).fit(X, y)
-    assert is_monotone(est.log_likelihoods_)
-    assert declared_loglik(est, X, y) == pytest.approx(est.score_samples(X, y).sum(), rel=1e-10)
 
 
 def test_score_samples_matches_dense_joint_likelihood():

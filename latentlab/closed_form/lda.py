@@ -138,7 +138,7 @@ def pooled_moments(X, labels, n_classes: int):
     (S_k the ddof=0 class covariances), from one Gram matrix ``X^T X`` less the class
     means' part.
 
-    NumPy on purpose (DESIGN has closed forms in JAX; issue 14 allows host NumPy for
+    NumPy on purpose (DESIGN has closed forms in JAX; the compile budget allows host NumPy for
     small eager steps, and this is the one dominant product of an "eigen"/"lsqr" fit):
     NumPy's BLAS forms the float64 Gram in about half XLA's time (0.016 s against
     0.032 s at 100,000 x 50), and X, which arrives as a NumPy array, is not copied into

@@ -1,5 +1,5 @@
 """The chunked route of the EM estimators: data read in row chunks (memmap, h5py,
-zarr) or held as a Dask array (issue 20).
+zarr) or held as a Dask array.
 
 ``fit`` makes one pass over the data to summarise it -- per-feature observed moments,
 the complete rows' (count, mean, scatter) merged chunk by chunk with Chan et al.'s

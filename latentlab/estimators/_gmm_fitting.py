@@ -46,7 +46,7 @@ class MixtureFittingMixin:
                 )
             )
         )
-        # rows split over the devices setting (issue 20): axis 1 of every row block
+        # rows split over the devices setting: axis 1 of every row block
         data = shard_fields(data, ("X", "row_mask", "X_missing", "observed"), self.devices)
         return self._run_em_program(start_data, data, reg, Xc.shape[0])
 

@@ -1,5 +1,5 @@
 """The compiled programs of :class:`latentlab.GaussianMixture` and the host-side
-helpers that keep their number small (issue 14): the whole EM fit as one program
+helpers that keep their number small (the compile budget): the whole EM fit as one program
 (starts and EM driver together), scoring and conditionals at one fixed row count,
 and components padded up to a power of two at weight exactly 0."""
 

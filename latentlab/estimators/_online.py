@@ -1,5 +1,5 @@
 """Stepwise (online) EM for streams: ``partial_fit`` of PPCA, FactorAnalysis and
-GaussianMixture (issue 20).
+GaussianMixture.
 
 Cappe & Moulines (2009) replace EM's sums over all rows by a running average of
 per-chunk expected sufficient statistics,

@@ -1,6 +1,6 @@
 """pLSA on the chunked route: count matrices read in row chunks (memmap, h5py, zarr,
 ``scipy.sparse`` wrapped in :class:`~latentlab.inference.chunked.RowChunks`) or held
-as a Dask array (issue 20).
+as a Dask array.
 
 pLSA's E-step gives the topic-word counts ``n_kw`` as a sum over documents, but each
 document's topic proportions ``theta_d`` are its own parameters.  ``theta`` is small

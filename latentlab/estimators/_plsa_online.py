@@ -1,5 +1,4 @@
-"""Stepwise (online) EM for pLSA: ``PLSA.partial_fit`` on a stream of documents
-(issue 20).
+"""Stepwise (online) EM for pLSA: ``PLSA.partial_fit`` on a stream of documents.
 
 pLSA's parameters are of two kinds.  The topics ``Phi`` are shared: their sufficient
 statistics are the expected topic-word counts ``n_kw``, a sum over documents.  Each

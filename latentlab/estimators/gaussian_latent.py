@@ -307,7 +307,7 @@ class GaussianLatentEstimator(
         if self.method == "closed_form":
             params, trace, n_iter, converged = self._fit_closed_form(data, K, hyper, mask)
         elif self.method == "em":
-            # rows with missing entries split over the devices setting (issue 20)
+            # rows with missing entries split over the devices setting
             data = shard_fields(data, ("X", "mask"), getattr(self, "devices", None))
             params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
         else:

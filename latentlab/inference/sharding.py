@@ -1,4 +1,4 @@
-"""Rows sharded over several JAX devices: the ``devices`` setting (issue 20).
+"""Rows sharded over several JAX devices: the ``devices`` setting.
 
 EM statistics are sums over rows (DESIGN.md section 4).  So a fit runs over several
 devices by placing only the per-row arrays -- rows split over a one-axis
