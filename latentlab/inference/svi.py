@@ -170,10 +170,13 @@ class BestFit(NamedTuple):
 
 def start_seeds(random_state, n_starts: int) -> np.ndarray:
     """One integer seed per start, drawn from a scikit-learn style ``random_state``:
-    the same ``random_state`` gives the same fits, start by start."""
-    from sklearn.utils.validation import check_random_state
-
-    return check_random_state(random_state).randint(0, 2**31 - 1, size=n_starts)
+    the same ``random_state`` gives the same fits, start by start (None: NumPy's
+    global RandomState, as :func:`sklearn.utils.check_random_state`)."""
+    if random_state is None:
+        return np.random.randint(0, 2**31 - 1, size=n_starts)  # noqa: NPY002 (the global state)
+    if not isinstance(random_state, np.random.RandomState):
+        random_state = np.random.RandomState(int(random_state))
+    return random_state.randint(0, 2**31 - 1, size=n_starts)
 
 
 def fit_best_of(
