@@ -139,10 +139,19 @@ def _pointwise(est, X, y, supervised, random_state):
     return values
 
 
+def _n_parameters(est) -> int | None:
+    """A fitted model's ``n_parameters_``, where it has one."""
+    try:
+        return int(est.n_parameters_)
+    except (AttributeError, NotImplementedError):
+        return None
+
+
 def _criteria(est, X, y, supervised, loglik, n):
     """(AIC, BIC) from the estimator's own methods; the textbook formulas otherwise."""
     args = (X, y) if supervised else (X,)
-    p = est._n_parameters() if hasattr(est, "_n_parameters") else np.nan
+    p = _n_parameters(est)
+    p = np.nan if p is None else p
     aic = est.aic(*args) if hasattr(est, "aic") else -2.0 * loglik + 2.0 * p
     bic = est.bic(*args) if hasattr(est, "bic") else -2.0 * loglik + p * math.log(n)
     return float(aic), float(bic)
@@ -197,8 +206,7 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
     try:
         fitted = _fit(clone(template), X, y, supervised)
         row["K"] = _n_components(fitted)
-        if hasattr(fitted, "_n_parameters"):
-            row["n_params"] = int(fitted._n_parameters())
+        row["n_params"] = _n_parameters(fitted)
         args = (X, y) if supervised else (X,)
         if hasattr(fitted, "score_samples"):
             row["loglik"] = float(np.sum(np.asarray(fitted.score_samples(*args), np.float64)))

@@ -56,3 +56,28 @@ def test_estimators_name_their_objective(make, expected):
 
     ax = plots.convergence(est)
     assert expected in ax.get_ylabel()
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "expected"),
+    [
+        # d K + d + 1 - K (K - 1) / 2: loadings up to rotation, mean, one variance
+        (lambda: latentlab.PPCA(2), (X,), 5 * 2 + 5 + 1 - 1),
+        # d K + 2 d - K (K - 1) / 2: loadings up to rotation, mean, uniquenesses
+        (lambda: latentlab.FactorAnalysis(1), (X,), 5 * 1 + 2 * 5),
+        # K - 1 weights, K d means, K d (d + 1) / 2 covariances
+        (lambda: latentlab.GaussianMixture(2, random_state=0), (X,), 1 + 10 + 30),
+        # (d_x + d_y) K + d_x + d_y + 2 variances
+        (lambda: latentlab.SupervisedPCA(1), (X[:, 1:], Y), 5 * 1 + 5 + 2),
+        # K (W - 1) topics + D (K - 1) document mixtures
+        (lambda: latentlab.PLSA(2, random_state=0), (COUNTS,), 2 * 11 + 20 * 1),
+    ],
+)
+def test_n_parameters_is_public_and_is_what_bic_counts(make, args, expected):
+    est = make()
+    assert not hasattr(est, "n_parameters_")  # not fitted
+    est.fit(*args)
+    assert est.n_parameters_ == expected
+    n = len(args[0])
+    loglik = n * est.score(*args) if len(args) == 1 else est.score_samples(*args).sum()
+    assert est.bic(*args) == pytest.approx(-2 * loglik + expected * np.log(n), rel=1e-12)

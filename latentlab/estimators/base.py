@@ -320,6 +320,13 @@ class GenerativeMixin(PosteriorMixin):
     def _n_parameters(self) -> int:
         raise NotImplementedError
 
+    @property
+    def n_parameters_(self) -> int:
+        """The fitted model's number of free parameters: the p of :meth:`bic` and
+        :meth:`aic`."""
+        check_is_fitted(self)
+        return self._n_parameters()
+
     def bic(self, X) -> float:
         """Bayesian information criterion, ``-2 log L + p log n`` (lower is better)."""
         check_is_fitted(self)

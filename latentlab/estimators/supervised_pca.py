@@ -343,6 +343,13 @@ class SupervisedPCA(
     def _n_parameters(self) -> int:
         return spca.n_parameters(self.n_features_in_, self.n_targets_, self.n_components_)
 
+    @property
+    def n_parameters_(self) -> int:
+        """The fitted model's number of free parameters: the p of :meth:`bic` and
+        :meth:`aic`."""
+        check_is_fitted(self)
+        return self._n_parameters()
+
     def bic(self, X, y) -> float:
         ll = self.score_samples(X, y)
         return float(-2 * ll.sum() + self._n_parameters() * np.log(len(ll)))

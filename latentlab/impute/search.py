@@ -236,7 +236,7 @@ def fitted_k(est, K):
 
 def _n_params(est):
     try:
-        return int(est._n_parameters())
+        return int(est.n_parameters_)
     except (AttributeError, NotImplementedError):
         return None
 
