@@ -125,7 +125,7 @@ def executed(request) -> dict:
     selected = {
         item.callspec.params["path"].stem
         for item in request.session.items
-        if item.originalname == "test_notebook_runs_and_recovers_what_it_planted"
+        if getattr(item, "originalname", None) == "test_notebook_runs_and_recovers_what_it_planted"
     }
     return asyncio.run(_run_all(sorted(selected)))
 
