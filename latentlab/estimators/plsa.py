@@ -508,17 +508,11 @@ class PLSA(
         return np.column_stack([self._fold_in_new(csr)[1], tokens])
 
     def _n_parameters(self, n_documents: int | None = None) -> int:
-        """K(W - 1) + D(K - 1): grows with the number of documents D."""
+        """K(W - 1) + D(K - 1): grows with the number of documents D (by default
+        the training documents, as ``n_parameters_``)."""
         check_is_fitted(self)
         D = len(self.doc_lengths_) if n_documents is None else n_documents
         return plsa.n_parameters(D, self.n_features_in_, self.n_components_)
-
-    @property
-    def n_parameters_(self) -> int:
-        """The fitted model's number of free parameters: the p of :meth:`bic` and
-        :meth:`aic` for the training documents (it grows with their number)."""
-        check_is_fitted(self)
-        return self._n_parameters()
 
     def bic(self, X) -> float:
         """``-2 log L + p log D`` with p = K(W - 1) + D(K - 1) for the D documents of X.

@@ -16,7 +16,13 @@ from latentlab._validation import (
     check_no_empty_rows,
 )
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators.base import LatentEstimator, PosteriorMixin, jax_key, to_numpy
+from latentlab.estimators.base import (
+    GenerativeMixin,
+    LatentEstimator,
+    PosteriorMixin,
+    jax_key,
+    to_numpy,
+)
 from latentlab.estimators.gaussian_latent import (
     DEGENERATE_ADVICE,
     VARIANCE_FLOOR,
@@ -343,12 +349,7 @@ class SupervisedPCA(
     def _n_parameters(self) -> int:
         return spca.n_parameters(self.n_features_in_, self.n_targets_, self.n_components_)
 
-    @property
-    def n_parameters_(self) -> int:
-        """The fitted model's number of free parameters: the p of :meth:`bic` and
-        :meth:`aic`."""
-        check_is_fitted(self)
-        return self._n_parameters()
+    n_parameters_ = GenerativeMixin.n_parameters_  # its bic and aic take (X, y)
 
     def bic(self, X, y) -> float:
         ll = self.score_samples(X, y)
