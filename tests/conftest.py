@@ -16,8 +16,9 @@
   ``LATENTLAB_TEST_OPTIMISED=1``.  The suite compiles a few thousand programs and runs
   most of them a handful of times: backend compiles are ~80% of its time, and LLVM's
   passes a quarter to two thirds of each compile (SupervisedPCA's EM program: 2.2 s
-  against 0.8 s), more than they save.  XLA's graph-level optimisations, and with
-  them the arithmetic the tests check, are the same at every level.
+  against 0.8 s), more than they save.  XLA's graph-level optimisations are the same
+  at every level; the machine code may round differently (another summation order),
+  within the tolerances the tests state.
 """
 
 import os
