@@ -34,6 +34,23 @@ shape this module:
   makes JAX take a file lock (``filelock``) around reads and writes: latentlab bounds
   it at 2 GiB (least recently used entries are evicted), so processes sharing the
   directory never read a half-written entry.
+- JAX files an entry under its key (a hash of the program, its options, the versions
+  and the device) but does not check, on reading, that the content is that key's
+  program: it deserializes whatever the file holds. An entry swapped with another's
+  (a fuzzer did it) loads another program, and every process fails inside JAX
+  (``AssertionError: (13, 6)``, the loaded program's outputs against those expected;
+  ``pxla.get_out_shardings_from_executable``) until the directory is deleted; a
+  truncated one fails to decompress on every read, and JAX never rewrites it. So
+  latentlab opens its own directory through :class:`_SealedCache`, which stores each
+  entry behind a SHA-256 of its key and content and treats an entry that fails the
+  check as a miss: it warns, deletes it, and JAX compiles and writes it afresh. JAX has
+  no option for a cache class; :func:`_seal_latentlab_entries` wraps the function
+  (``get_file_cache``) that JAX calls to open a directory, for latentlab's only.
+- Whoever can write to the directory can hand the process code to run (JAX's
+  ``set_cache_dir`` warns of it; the seal is no defence, anyone can compute it). So a
+  directory that other users can write is refused (:func:`_open_to_others`): a warning
+  and no cache when it comes from the environment, a ValueError from
+  :func:`set_cache_dir`. latentlab creates its directory 0700 and its entries 0600.
 
 These settings are process-wide JAX options: they are changed only while the directory
 is latentlab's, only from JAX's defaults, and put back when latentlab's cache is
@@ -42,10 +59,14 @@ switched off.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
+import stat
 import tempfile
 import threading
+import warnings
 
 _log = logging.getLogger("latentlab")
 
@@ -87,12 +108,176 @@ def _usable(path: str) -> str | None:
     """None when ``path`` can hold the cache, else why not. Creating the directory is
     not enough: an existing read-only one would make JAX warn on every write."""
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=0o700, exist_ok=True)  # the mode applies to the leaf only
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as err:
         return str(err)
     return None
+
+
+def _warn(message: str) -> None:
+    """A RuntimeWarning shown at the caller's line, outside latentlab and JAX."""
+    import jax
+
+    inside = (os.path.dirname(__file__), os.path.dirname(jax.__file__))
+    warnings.warn(message, RuntimeWarning, skip_file_prefixes=tuple(d + os.sep for d in inside))
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group ``gid`` is this user's own (a "user private group": named after
+    the user and listing nobody else), the usual owner of files made under umask 002."""
+    import grp
+    import pwd
+
+    try:
+        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
+def _writers(st: os.stat_result, *, sticky_protects: bool) -> str | None:
+    """Who other than this user (or root) can write into a directory, or None."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"is owned by another user (uid {st.st_uid})"
+    # In a sticky directory (/tmp) others cannot rename or delete what is ours, but
+    # they can still create files there, such as an entry under a predictable key.
+    if sticky_protects and st.st_mode & stat.S_ISVTX:
+        return None
+    if st.st_mode & stat.S_IWOTH:
+        return "is writable by every user"
+    if st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid):
+        return "is writable by its group"
+    return None
+
+
+def _open_to_others(path: str) -> str | None:
+    """Why other users could put entries into the cache directory ``path``, or None:
+    they can write to it, or to a directory above it (there they could replace it)."""
+    if os.name != "posix":
+        return None  # ownership and modes mean something else under Windows' ACLs
+    real = os.path.realpath(path)
+    who = _writers(os.stat(real), sticky_protects=False)
+    if who is not None:
+        return f"{real} {who}"
+    above = os.path.dirname(real)
+    while True:
+        who = _writers(os.stat(above), sticky_protects=True)
+        if who is not None:
+            return f"{above}, a directory above it, {who}"
+        if os.path.dirname(above) == above:
+            return None
+        above = os.path.dirname(above)
+
+
+def _untrusted(path: str) -> str | None:
+    """Why the existing directory ``path`` cannot be trusted with the cache, or None."""
+    who = _open_to_others(path)
+    if who is not None:
+        return (
+            f"{who}, and whoever can write to the cache can change the programs this "
+            f"process runs; make it private (chmod go-w) or choose another directory"
+        )
+    return None
+
+
+_MAGIC = b"latentlab-sealed-1\n"
+
+
+def _seal_digest(key: str, content: bytes) -> bytes:
+    """SHA-256 of an entry's key and content: binds the content to its file name."""
+    digest = hashlib.sha256(key.encode())
+    digest.update(b"\0")
+    digest.update(content)
+    return digest.digest()
+
+
+class _SealedCache:
+    """JAX's file cache for latentlab's directory, with each entry sealed to its key.
+
+    ``put`` stores ``magic + SHA-256(key, content) + content`` (and makes the file
+    0600); ``get`` returns the content only when the seal matches the key asked for.
+    An entry that fails the check (swapped, truncated, altered) is a miss: a warning
+    names the directory, the entry is deleted, and JAX compiles the program again and
+    writes it afresh. An entry without the seal (written before latentlab sealed them)
+    is replaced the same way, without a warning.
+    """
+
+    def __init__(self, base):
+        self._base = base  # jax._src.lru_cache.LRUCache
+
+    @property
+    def _path(self):  # JAX logs it on reset_cache
+        return self._base._path
+
+    def _locked(self):
+        """JAX's file lock, when it takes one (a size bound): the check and the
+        deletion happen under it, so a process never deletes an entry just rewritten."""
+        if getattr(self._base, "eviction_enabled", False):
+            return self._base.lock.acquire(timeout=self._base.lock_timeout_secs)
+        return contextlib.nullcontext()
+
+    def _entry(self, key: str) -> str:
+        return os.path.join(str(self._base._path), f"{key}-cache")  # lru_cache.py's name
+
+    def get(self, key: str) -> bytes | None:
+        with self._locked():
+            sealed = self._base.get(key)
+            if sealed is None:
+                return None
+            head = len(_MAGIC) + hashlib.sha256().digest_size
+            content = sealed[head:]
+            if not sealed.startswith(_MAGIC):
+                _log.debug("latentlab: replacing unsealed cache entry %s", key)
+            elif sealed[len(_MAGIC) : head] == _seal_digest(key, content):
+                return content
+            else:
+                _warn(
+                    f"latentlab: the compilation cache entry {key} in "
+                    f"{os.path.abspath(self._base._path)} does not hold the program it is "
+                    "filed under (swapped with another, truncated or altered); it was "
+                    "deleted and the program compiled again. If this recurs, delete the "
+                    "directory (always safe: programs are compiled again), and check who "
+                    "else writes to it."
+                )
+            with contextlib.suppress(OSError):
+                os.remove(self._entry(key))
+            return None
+
+    def put(self, key: str, content: bytes) -> None:
+        with self._locked():
+            self._base.put(key, _MAGIC + _seal_digest(key, content) + content)
+            with contextlib.suppress(OSError):
+                os.chmod(self._entry(key), 0o600)
+
+
+def _seal_latentlab_entries() -> None:
+    """Make JAX open latentlab's directory (``_ours``, read when JAX opens it) through
+    :class:`_SealedCache`; other directories are opened as JAX would. Once per
+    process."""
+    from jax._src import compilation_cache as jax_cache
+
+    open_directory = getattr(jax_cache, "get_file_cache", None)
+    if open_directory is None:
+        _log.debug("latentlab: this JAX has no get_file_cache; cache entries unsealed")
+        return
+    if getattr(open_directory, "latentlab_sealed", False):
+        return
+
+    def get_file_cache(path):
+        opened = open_directory(path)
+        if opened is None or _ours is None or path != _ours:
+            return opened
+        cache, where = opened
+        verifying = getattr(jax_cache, "VerificationCache", ())
+        if isinstance(cache, verifying):  # jax_compilation_cache_check_contents
+            cache._base_cache = _SealedCache(cache._base_cache)
+            return cache, where
+        return _SealedCache(cache), where
+
+    get_file_cache.latentlab_sealed = True
+    jax_cache.get_file_cache = get_file_cache
 
 
 def _reset_jax_cache() -> None:
@@ -109,6 +294,7 @@ def _point_jax_at(path: str | None) -> None:
 
     global _ours
     if path is not None:
+        _seal_latentlab_entries()
         for name, (default, ours) in _THRESHOLDS.items():
             if name not in _saved and getattr(jax.config, name) == default:
                 _saved[name] = default
@@ -117,17 +303,17 @@ def _point_jax_at(path: str | None) -> None:
         for name, value in _saved.items():
             jax.config.update(name, value)
         _saved.clear()
-    changed = jax.config.jax_compilation_cache_dir != path
     jax.config.update("jax_compilation_cache_dir", path)
     _ours = path
-    if changed:
-        _reset_jax_cache()
+    # also when the directory is unchanged: JAX may hold it open unsealed
+    _reset_jax_cache()
 
 
 def enable_compilation_cache() -> None:
     """Persist compiled XLA programs in :func:`default_cache_dir`, unless the user
-    configured a JAX cache of their own; an unusable directory means no cache
-    (logged at debug level on the ``latentlab`` logger)."""
+    configured a JAX cache of their own. An unusable directory means no cache (logged
+    at debug level on the ``latentlab`` logger); one that other users can write means
+    no cache and a warning (not an error: a fit should not fail for its cache)."""
     global _configured
     with _lock:
         _configured = True
@@ -141,6 +327,13 @@ def enable_compilation_cache() -> None:
         problem = _usable(path)
         if problem is not None:
             _log.debug("latentlab: running without a compilation cache (%s)", problem)
+            return
+        problem = _untrusted(path)
+        if problem is not None:
+            _warn(
+                f"latentlab: running without a compilation cache: {problem} "
+                "(LATENTLAB_CACHE_DIR, latentlab.set_cache_dir)."
+            )
             return
         _point_jax_at(path)
 
@@ -172,12 +365,18 @@ def set_cache_dir(path) -> None:
     Raises
     ------
     ValueError
-        If ``path`` is not a path, or the directory cannot be created or written.
+        If ``path`` is not a path, or the directory cannot be created or written, or
+        other users can write to it (world-writable, ``/tmp`` itself included;
+        group-writable, unless the group is your own private one; owned by someone
+        else) or replace it (it lies in a directory they can write, without the
+        sticky bit).
 
     Notes
     -----
     Whoever can write to the directory can change the programs your process runs: keep
-    it private. Deleting it is always safe; programs are compiled again.
+    it private (latentlab creates it 0700, entries 0600). An entry found not to hold
+    the program it is filed under is deleted with a warning and compiled again.
+    Deleting the directory is always safe; programs are compiled again.
     """
     global _configured
     if path is not None and not isinstance(path, (str, os.PathLike)):
@@ -191,7 +390,7 @@ def set_cache_dir(path) -> None:
             if _ours is not None and jax.config.jax_compilation_cache_dir == _ours:
                 _point_jax_at(None)
         else:
-            problem = _usable(path)
+            problem = _usable(path) or _untrusted(path)
             if problem is not None:
                 raise ValueError(f"Cannot use {path!r} as the compilation cache: {problem}")
             _point_jax_at(path)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -241,3 +242,119 @@ def test_set_cache_dir_rejects_bad_input(tmp_path):
         set_cache_dir(not_a_dir / "sub")
     # a refused call leaves the automatic setup to happen as it would have
     assert _cache._configured == configured
+
+
+# --- an entry must hold the program it is filed under ---------------------------------
+
+
+def _entry_files(cache):
+    return sorted(cache / f for f in os.listdir(cache) if f.endswith("-cache"))
+
+
+def test_swapped_entries_are_compiled_again_with_a_warning(tmp_path):
+    # the fuzzer's case: two entries swapped made every later process fail inside JAX
+    # with a bare AssertionError ((13, 6) there, (3, 14) with these two programs) until
+    # the directory was deleted
+    cache = tmp_path / "cache"
+    first = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(cache))
+    entries = _entry_files(cache)
+    assert len(entries) >= 2
+    # latentlab creates its directory private, and its entries too
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(e.stat().st_mode) for e in entries} == {0o600}
+    a, b = entries[0].read_bytes(), entries[1].read_bytes()
+    entries[0].write_bytes(b)
+    entries[1].write_bytes(a)
+    second = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(cache))
+    assert second["score"] == first["score"]
+    assert len(second["cache_warnings"]) == 2
+    for message, entry in zip(sorted(second["cache_warnings"]), entries[:2], strict=True):
+        assert entry.name.removesuffix("-cache") in message and str(cache) in message
+        assert "delete the directory" in message
+    # both were rewritten: the next process reads every entry back, silently
+    assert (second["hits"], second["misses"]) == (len(entries) - 2, 2)
+    third = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(cache))
+    assert (third["hits"], third["misses"], third["cache_warnings"]) == (len(entries), 0, [])
+    assert third["score"] == first["score"]
+
+
+def test_truncated_entry_is_compiled_again_with_a_warning(tmp_path):
+    cache = tmp_path / "cache"
+    first = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(cache))
+    entry = _entry_files(cache)[-1]
+    entry.write_bytes(entry.read_bytes()[:100])
+    second = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(cache))
+    assert second["score"] == first["score"] and second["misses"] == 1
+    [message] = second["cache_warnings"]
+    assert entry.name.removesuffix("-cache") in message and str(cache) in message
+
+
+def test_entries_jax_wrote_unsealed_are_replaced_silently(tmp_path):
+    # a directory filled by JAX alone (or an earlier latentlab): its entries are not
+    # trusted, but nothing is wrong with them, so no warning
+    cache = tmp_path / "cache"
+    jax_only = "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n" + _ONE_FIT
+    first = _fit(jax_only, JAX_COMPILATION_CACHE_DIR=str(cache), LATENTLAB_CACHE_DIR="")
+    unsealed = {e: e.read_bytes() for e in _entry_files(cache)}
+    assert first["dir"] == str(cache) and len(unsealed) >= 2
+    second = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(cache))
+    assert second["score"] == first["score"] and second["cache_warnings"] == []
+    assert second["hits"] == 0 and second["misses"] >= len(unsealed)
+    assert all(e.read_bytes() != content for e, content in unsealed.items())
+
+
+# --- a directory that other users can write is refused --------------------------------
+
+
+def _shared(path, mode):
+    path.mkdir(exist_ok=True)
+    path.chmod(mode)  # (mkdir's mode is masked by the umask)
+    return path
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777], ids=["world-writable", "sticky-tmp"])
+def test_set_cache_dir_refuses_a_directory_others_can_write(tmp_path, mode):
+    from latentlab import _cache, set_cache_dir
+
+    configured = _cache._configured
+    shared = _shared(tmp_path / "shared", mode)
+    with pytest.raises(ValueError, match="shared is writable by every user"):
+        set_cache_dir(shared)
+    # so is a private directory inside a shared one (others can rename and replace
+    # it), unless the sticky bit protects it, as in /tmp
+    inside = _shared(shared / "mine", 0o700)
+    if mode & stat.S_ISVTX:
+        assert _cache._usable(str(inside)) is None and _cache._untrusted(str(inside)) is None
+    else:
+        with pytest.raises(ValueError, match="shared, a directory above it, is writable"):
+            set_cache_dir(inside)
+    assert _cache._configured == configured
+
+
+def test_world_writable_cache_dir_from_env_means_no_cache_and_a_warning(tmp_path):
+    shared = _shared(tmp_path / "shared", 0o777)
+    out = _fit(_ONE_FIT, LATENTLAB_CACHE_DIR=str(shared))
+    assert out["dir"] is None and out["misses"] == out["hits"] == 0
+    assert os.listdir(shared) == []
+    [message] = out["cache_warnings"]
+    assert f"{shared} is writable by every user" in message
+    assert "running without a compilation cache" in message
+    assert np.isclose(out["score"], _ppca_ml_loglik(4), rtol=1e-7)
+
+
+def test_who_else_can_write_a_directory():
+    from latentlab._cache import _writers
+
+    me, nobody_gid = os.geteuid(), 2**31 - 7  # a group that does not exist
+
+    def writers(mode, uid=me, gid=nobody_gid, sticky_protects=False):
+        st = os.stat_result((stat.S_IFDIR | mode, 0, 0, 2, uid, gid, 0, 0, 0, 0))
+        return _writers(st, sticky_protects=sticky_protects)
+
+    assert writers(0o700) is None and writers(0o755) is None
+    assert writers(0o777) == writers(0o1777) == "is writable by every user"
+    assert writers(0o1777, sticky_protects=True) is None
+    assert writers(0o770) == "is writable by its group"
+    other = 12345 if me != 12345 else 12346
+    assert writers(0o700, uid=other) == f"is owned by another user (uid {other})"
+    assert writers(0o755, uid=0) is None  # root can write anything anyway
