@@ -295,3 +295,54 @@ def test_lazy_objective_keeps_the_trace_monotone_and_skips_half_the_objectives()
     # both reach the maximum of this concave problem
     np.testing.assert_allclose(lazy.objective, eager.objective, rtol=1e-9)
     assert any(not isinstance(flag, bool) for flag in calls)
+
+
+# -- SQUAREM's safeguard ---------------------------------------------------------------
+
+
+def _overshoot_e_step(theta, data, hyper):
+    return theta, -((theta - 5.0) ** 2)
+
+
+def _overshoot_m_step(stats, theta, hyper):
+    """An EM map that converges to 5 from below, faster and faster (d -> d^2 / 4 for
+    the distance d to 5), so SQUAREM's extrapolation, which assumes a constant rate,
+    overshoots.  Beyond 5 it steps back below 5 (closer: monotone), except from
+    [5.05, 5.1), which it maps to 5.15, and from [5.1, 5.2], which it maps to 9.
+    Those two intervals are reached only by extrapolation (no output of the map lies
+    in them), as a mixture's EM step in floating point can misbehave from extreme
+    points that only a jump reaches: from every point plain EM reaches, and from
+    every point it maps to, it never lowers the objective."""
+    a = stats
+    below = 5.0 - (5.0 - a) ** 2 / 4.0
+    back = 5.0 - 0.5 * (a - 5.0)
+    jumped_only = jnp.where(a < 5.1, 5.15, 9.0)
+    beyond = jnp.where((a >= 5.05) & (a <= 5.2), jumped_only, back)
+    return jnp.where(a <= 5.0, below, beyond)
+
+
+def test_squarem_discards_an_extrapolated_iterate_that_lost_ground():
+    """From 4: plain EM gives 4.75, 4.984375; the jump lands at 5.0909, its first EM
+    step at 5.15 (closer to 5 than 4.75: accepted), its second at 9, with an
+    objective far below the start's.  That iterate is discarded for plain EM's
+    (4.984375), so the trace rises at every step and the fit reaches 5.  Without the
+    safeguard the trace read -16 after the first cycle."""
+    with jax.enable_x64(True):
+        result = run_em(
+            _overshoot_e_step,
+            _overshoot_m_step,
+            jnp.full((1,), 4.0),
+            None,
+            None,
+            jnp.asarray(1.0),
+            jnp.asarray(1e-14),
+            max_iter=20,
+            accelerate=True,
+        )
+    n = int(result.n_iter)
+    trace = np.asarray(result.trace[:n])
+    # trace[0] is the objective after the first cycle: theta2's, the jump discarded
+    assert trace[0] == -((5.0 - 4.984375) ** 2)
+    assert np.all(np.diff(trace) >= 0), trace
+    assert bool(result.converged) and abs(float(result.params) - 5.0) < 1e-6
+    assert float(result.objective) == trace[-1]

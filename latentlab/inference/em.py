@@ -62,6 +62,11 @@ class _LoopState(NamedTuple):
     params_before: Any  # the iterate evaluated last: kept where the next breaks down
     breakdown: jax.Array
     block_converged: jax.Array
+    # SQUAREM's safeguard: the last cycle's plain-EM iterate theta2, and whether
+    # ``params`` is such a plain-EM iterate (nothing to fall back on) or an
+    # extrapolated one (falls back to ``fallback`` if its objective is lower)
+    fallback: Any
+    plain: jax.Array
 
 
 def _report(show, start, i, objective):
@@ -161,9 +166,15 @@ def run_em(
     With ``accelerate=True`` an iteration is a SQUAREM cycle (four E- and M-steps):
     two EM steps theta1, theta2, an extrapolation along their direction, and two EM
     steps from there.  Their result is kept only if the objective after the first
-    step from the jump is at least that at theta1; otherwise theta2 is taken.  Since
-    each EM step never lowers the objective, the trace is monotone whatever the
-    extrapolation does.  ``max_iter`` counts these cycles.
+    step from the jump is at least that at theta1; otherwise theta2 is taken.  In
+    exact arithmetic each EM step never lowers the objective, so that test alone
+    would keep the trace monotone; in floating point, an EM step taken from an
+    extreme point the jump reached (a mixture weight or variance near zero) can
+    lower it, so the result is checked once more when the next cycle evaluates it:
+    an extrapolated iterate whose objective is below the last one recorded is
+    discarded for theta2 (plain EM, unchecked), and that cycle is neither counted
+    nor traced.  The trace is thus as monotone as plain EM's whatever the
+    extrapolation does.  ``max_iter`` counts the cycles kept.
     The E- and M-step appear once in the compiled program (inside a ``scan`` over
     the cycle's sub-steps), which keeps compile times short.
 
@@ -235,11 +246,13 @@ def run_em(
         carry = (theta0, theta0, theta0, nans(), zero_stats, nans(), nans())
         carry, _ = jax.lax.scan(substep, carry, jnp.arange(n_substeps))
         p_next, _, theta2, objective0, stats0, objective1, objective_jump = carry
+        jumped = jnp.zeros(objective_shape.shape, bool)
         if accelerate:
             reference = objective0 if lazy_objective else objective1
             accept = jnp.isfinite(objective_jump) & (objective_jump >= reference)
-            p_next = _select(accept & _all_finite(p_next, blockwise), p_next, theta2)
-        return objective0, stats0, p_next
+            jumped = accept & _all_finite(p_next, blockwise)
+            p_next = _select(jumped, p_next, theta2)
+        return objective0, stats0, p_next, theta2, jumped
 
     def single(start, index):
         false = jnp.asarray(False)
@@ -254,11 +267,22 @@ def run_em(
             params_before=start,
             breakdown=false,
             block_converged=jnp.zeros(objective_shape.shape, bool),
+            fallback=start,
+            plain=jnp.ones(objective_shape.shape, bool),
         )
 
         def body(state):
             j, previous = state.n_iter, state.objective
-            objective, stats, params_next = cycle(state.params)
+            objective, stats, params_next, theta2, jumped = cycle(state.params)
+            if accelerate and not blockwise:
+                # the safeguard (see the docstring): an extrapolated iterate that lost
+                # ground -- or broke down -- is replaced by the last plain-EM one
+                # (blockwise fits, whose blocks are separate concave problems, go
+                # without; a per-block fallback would also need per-block statistics)
+                rejected = (j > 0) & ~state.plain & ~(objective >= previous)
+                retry = state._replace(params=state.fallback, plain=jnp.asarray(True))
+            else:
+                rejected = jnp.asarray(False)
             # a breakdown keeps the iterate before (state: its stats and objective)
             change_ok = jnp.abs(objective - previous) <= tol * n_samples
             if blockwise:
@@ -274,11 +298,11 @@ def run_em(
             trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
-                show = (j > 0) & (j % verbose == 0) & ~state.done
+                show = (j > 0) & (j % verbose == 0) & ~state.done & ~rejected
                 jax.debug.callback(_report, show, index, j, total(objective))
             kept = _select(breakdown, state.params_before, state.params)
             n_iter = jnp.where(breakdown, jnp.maximum(j - 1, 0), jnp.where(done, j, j + 1))
-            return _LoopState(
+            advanced = _LoopState(
                 params=_select(done, kept, params_next),
                 stats=_select(breakdown, state.stats, stats),
                 objective=jnp.where(breakdown & (j > 0), previous, objective),
@@ -289,7 +313,12 @@ def run_em(
                 params_before=state.params,
                 breakdown=breakdown,
                 block_converged=block_ok,
+                fallback=theta2,
+                plain=~jumped,
             )
+            if accelerate and not blockwise:
+                return jax.tree.map(lambda a, b: jnp.where(rejected, a, b), retry, advanced)
+            return advanced
 
         final = jax.lax.while_loop(lambda state: ~state.done, body, state)
         return EMResult(
