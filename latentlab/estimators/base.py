@@ -52,12 +52,23 @@ FIT_METHODS = ("fit", "partial_fit", "fit_transform", "fit_predict")
 
 
 def _validating(method):
-    """``method`` with :func:`~latentlab._settings.validate_settings` run first."""
+    """``method`` with :func:`~latentlab._settings.validate_settings` run first, and
+    all or nothing: a call that raises (bad data found halfway, an interrupt) leaves
+    the estimator's attributes as they were.  Without that, a failed first fit that
+    had set ``n_features_in_`` looked fitted to ``check_is_fitted`` (which accepts
+    any attribute ending in ``_``), and ``score`` then failed with AttributeError
+    instead of NotFittedError; a failed ``partial_fit`` could leave half a stream."""
 
     @functools.wraps(method)
     def fit_method(self, *args, **kwargs):
         validate_settings(self)
-        return method(self, *args, **kwargs)
+        before = dict(vars(self))  # shallow: fits rebind attributes, never mutate them
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(before)
+            raise
 
     fit_method._validates_settings = True
     return fit_method
