@@ -51,8 +51,18 @@ class MixtureFittingMixin:
         return self._run_em_program(start_data, data, reg, Xc.shape[0])
 
     def _warn_on_degeneracy(self, scale, floor, unit, breakdown):
-        """Say when the fit is not a regular maximum of the likelihood.  ``scale`` and
-        ``floor`` are in standardised units (see :meth:`fit`)."""
+        """Say when the fit is not a regular maximum of the likelihood: EM broke down,
+        or a covariance reached its floor (``reg_covar``, or round-off).  ``scale``
+        and ``floor`` are in standardised units (see :meth:`fit`).
+
+        A covariance at the floor is one of two things, told apart by the floor's
+        size against each feature's own variance: ``reg_covar`` is an absolute
+        variance, and on data of small scale it dominates the features' variances
+        (every component sits on it and the fit is not the data's: data * 1e-4 gave
+        another clustering and -30 nats per row); or a component collapsed onto
+        (near-)identical points, e.g. one value of a discrete column, where the
+        likelihood is unbounded and the floor decides how much it inflates (diabetes'
+        ``sex`` column: 5 nats per row)."""
         if breakdown:
             warnings.warn(
                 f"GaussianMixture EM broke down numerically after {self.n_iter_} iterations "
@@ -61,30 +71,71 @@ class MixtureFittingMixin:
                 ConvergenceWarning,
                 skip_file_prefixes=LATENTLAB_FILES,
             )
-        roundoff = floor * unit**2 > self.reg_covar
-        if not roundoff.any():
+        at_floor = self._features_at_floor(scale, floor)  # (K, d) bool
+        if not at_floor.any():
             return
-        # reg_covar is below round-off at some feature's scale: did a component collapse
-        # there?  Covariances relative to the floor G: a direction of G^{-1/2} Sigma
-        # G^{-1/2} at its floor 1 that lies mostly along those features.
-        if self.covariance_type in ("full", "tied"):
-            relative = scale / np.sqrt(floor)[:, None]
-            values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
-            along = np.sum(vectors[..., roundoff, :] ** 2, axis=-2) > 0.5
-            collapsed = np.any((values <= 1.01) & along)
-        elif self.covariance_type == "diag":
-            collapsed = np.any((scale**2 / floor)[:, roundoff] <= 1.01)
-        else:
-            collapsed = np.any(scale**2 / np.max(floor) <= 1.01)
-        if collapsed:
+        features = getattr(self, "feature_names_in_", None)
+
+        def named(columns):
+            names = [str(features[j]) if features is not None else str(j) for j in columns]
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            return f"feature{'s' if len(names) > 1 else ''} {shown}"
+
+        # the floor is reg_covar's (not round-off's) and at least 1% of the variance
+        dominated = (floor * unit**2 <= self.reg_covar) & (floor >= 1e-2)
+        if (at_floor & dominated).any():
+            columns = np.flatnonzero((at_floor & dominated).any(axis=0))
+            smallest = float(np.min(unit[columns] ** 2))
             warnings.warn(
-                "A GaussianMixture component collapsed onto (near-)identical points: "
-                f"with reg_covar={self.reg_covar} its likelihood is unbounded, and its "
-                "variance stopped at the round-off floor (10 eps times the feature's "
-                "variance).  Increase reg_covar.",
+                f"GaussianMixture: reg_covar={self.reg_covar} is a variance in the data's "
+                f"units, and it is not small against the variance of {named(columns)} "
+                f"(smallest {smallest:.3g}): covariances stopped at it, so the fit "
+                "describes the floor, not the data.  Rescale the data (e.g. standardise "
+                "it) or lower reg_covar.",
                 UserWarning,
                 skip_file_prefixes=LATENTLAB_FILES,
             )
+        collapsed = at_floor & ~dominated
+        if collapsed.any():
+            components = np.flatnonzero(collapsed.any(axis=1))
+            columns = np.flatnonzero(collapsed.any(axis=0))
+            which = (
+                "the pooled covariance"
+                if self.covariance_type == "tied"
+                else f"component{'s' if len(components) > 1 else ''} "
+                + ", ".join(map(str, components))
+            )
+            warnings.warn(
+                f"GaussianMixture: {which} collapsed onto a (near-)degenerate set of "
+                f"points along {named(columns)} (e.g. one value of a discrete column, or "
+                "columns that are an exact combination of others): there the likelihood "
+                "is unbounded, the variance stopped at its floor "
+                f"(reg_covar={self.reg_covar}, never below 10 eps times the feature's "
+                "variance) and the floor sets how far the likelihood is inflated, so "
+                "likelihood comparisons (BIC, compare) are not meaningful.  Increase "
+                "reg_covar, drop or jitter such columns, or use fewer components.",
+                UserWarning,
+                skip_file_prefixes=LATENTLAB_FILES,
+            )
+
+    def _features_at_floor(self, scale, floor):
+        """(K, d) bool (tied: (1, d)): where a component's covariance reached the floor
+        G = diag(``floor``) -- for full/tied, an eigenvector of G^{-1/2} Sigma G^{-1/2}
+        with eigenvalue at 1 (the floor), attributed to the features that carry at
+        least half as much of it as the largest; for diag, the variances; for
+        spherical, every feature."""
+        if self.covariance_type in ("full", "tied"):
+            relative = scale / np.sqrt(floor)[:, None]
+            values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
+            floored = values <= 1.01  # (..., d) directions
+            weight = vectors**2  # (..., feature, direction)
+            heavy = weight >= 0.5 * weight.max(axis=-2, keepdims=True)
+            at_floor = np.any(heavy & floored[..., None, :], axis=-1)
+            return at_floor.reshape(-1, len(floor))
+        if self.covariance_type == "diag":
+            return scale**2 / floor <= 1.01
+        spherical = scale**2 / np.max(floor) <= 1.01  # (K,)
+        return np.repeat(spherical[:, None], len(floor), axis=1)
 
     def _fit_svi(self, starts, Z, observed, rng):
         """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, by
