@@ -158,7 +158,7 @@ def _criteria(est, X, y, supervised, loglik, n):
 
 
 def _loo(est, X, y, supervised, method, random_state, loo_kwargs):
-    """(elpd_loo, se, p_loo, number of rows with a high Pareto k)."""
+    """(elpd_loo, se, p_loo, indices of the rows with a high Pareto k)."""
     from latentlab.posterior import loo as psis_loo
 
     kwargs = {"random_state": random_state, **loo_kwargs}
@@ -169,9 +169,9 @@ def _loo(est, X, y, supervised, method, random_state, loo_kwargs):
         warnings.filterwarnings("ignore", message=".*Pareto.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=".*PSIS-LOO is unreliable.*")
         result = psis_loo(tree)
-    pareto_k = np.asarray(result.pareto_k, dtype=np.float64)
-    n_high = int(np.sum(pareto_k > result.good_k))
-    return float(result.elpd), float(result.se), float(result.p), n_high
+    pareto_k = np.asarray(result.pareto_k, dtype=np.float64).reshape(-1)
+    high = np.flatnonzero(~(pareto_k <= result.good_k))  # NaN k counts as high
+    return float(result.elpd), float(result.se), float(result.p), high
 
 
 def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader=None):
@@ -180,10 +180,7 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
     ``leader``: the held-out values of the best complete model so far (every fold's,
     in fold order); the folds stop early when this model is clearly worse on the rows
     both have scored (:mod:`latentlab._early_stop`)."""
-    from sklearn.base import clone  # imported here: scikit-learn loads pandas
-
     supervised = _is_supervised(template)
-    n = X.shape[0]
     row = {
         "family": type(template).__name__,
         "K": _n_components(template),
@@ -201,8 +198,43 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
     if loo is not None:
         row.update(elpd_loo=np.nan, elpd_loo_se=np.nan, p_loo=np.nan, n_high_pareto_k=None)
     errors = []
+    # warnings of the fits (a Heywood case, no convergence) are gathered per model and
+    # stage into the table's ``warnings`` column, instead of repeating for every fold
+    # without naming the model
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        stages = []  # the stage of each recorded warning
+        fitted, pointwise = _fit_and_score(
+            template, X, y, folds, random_state, leader, row, errors, record, stages
+        )
+    row["warnings"] = _gathered(record, stages)
+    if loo is not None and fitted is not None:
+        try:
+            elpd, se, p_loo, high = _loo(fitted, X, y, supervised, loo, random_state, loo_kwargs)
+            row.update(elpd_loo=elpd, elpd_loo_se=se, p_loo=p_loo, n_high_pareto_k=len(high))
+            row["_high_pareto_k_rows"] = high
+        except ValueError as err:
+            errors.append(f"posterior ({loo}): {err}")
+    row["error"] = "; ".join(errors) if errors else None
+    if errors:
+        warnings.warn(
+            f"compare: model {name!r} failed ({row['error']}); its affected columns are NaN",
+            UserWarning,
+            stacklevel=3,
+        )
+    return row, fitted, pointwise
+
+
+def _fit_and_score(template, X, y, folds, random_state, leader, row, errors, record, stages):
+    """The fit on all rows and the cross-validation folds of one model, filling
+    ``row`` and ``errors``; ``stages`` gets the stage of each warning in ``record``.
+    Returns (the fit on all rows or None, the held-out values per row or None)."""
+    from sklearn.base import clone  # imported here: scikit-learn loads pandas
+
+    supervised = _is_supervised(template)
+    n = X.shape[0]
     fitted = None
-    stage = "fit on all rows"
+    stage = "full fit"
     try:
         fitted = _fit(clone(template), X, y, supervised)
         row["K"] = _n_components(fitted)
@@ -212,8 +244,8 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
             row["loglik"] = float(np.sum(np.asarray(fitted.score_samples(*args), np.float64)))
         row["AIC"], row["BIC"] = _criteria(fitted, X, y, supervised, row["loglik"], n)
     except ValueError as err:
-        errors.append(f"{stage}: {err}")
-    pointwise = None
+        errors.append(f"fit on all rows: {err}")
+    stages.extend([stage] * (len(record) - len(stages)))
     try:
         fold_means, pieces = [], []
         for i, (train, test) in enumerate(folds):
@@ -222,6 +254,7 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
             y_test = None if y is None else y[test]
             est = _fit(clone(template), X[train], y_train, supervised)
             values = _pointwise(est, X[test], y_test, supervised, random_state)
+            stages.extend([stage] * (len(record) - len(stages)))
             fold_means.append(values.mean())
             pieces.append(values)
             if i < len(folds) - 1 and _clearly_worse(np.concatenate(pieces), leader):
@@ -235,20 +268,65 @@ def _evaluate(name, template, X, y, folds, random_state, loo, loo_kwargs, leader
         row["heldout_total"] = float(pointwise.sum())
     except ValueError as err:
         errors.append(f"{stage}: {err}")
-    if loo is not None and fitted is not None:
-        try:
-            elpd, se, p_loo, n_high = _loo(fitted, X, y, supervised, loo, random_state, loo_kwargs)
-            row.update(elpd_loo=elpd, elpd_loo_se=se, p_loo=p_loo, n_high_pareto_k=n_high)
-        except ValueError as err:
-            errors.append(f"posterior ({loo}): {err}")
-    row["error"] = "; ".join(errors) if errors else None
-    if errors:
+        pointwise = None
+    stages.extend([stage] * (len(record) - len(stages)))
+    return fitted, pointwise
+
+
+def _gathered(record, stages) -> str | None:
+    """The warnings one model's fits raised, each kind once with the stages that raised
+    it ("Heywood case: ... [full fit, folds 0, 2]"); None if there were none.  A kind
+    is the category and the message up to its first colon or full stop, so that the
+    same warning with other numbers or features counts once."""
+    kinds: dict = {}
+    for caught, stage in zip(record, stages, strict=True):
+        message = str(caught.message)
+        head = message.replace(":", ".").split(".")[0]
+        first, where = kinds.setdefault((caught.category, head), (message, []))
+        if stage not in where:
+            where.append(stage)
+    if not kinds:
+        return None
+    parts = []
+    for message, where in kinds.values():
+        folds = [w.removeprefix("fold ") for w in where if w.startswith("fold ")]
+        named = [w for w in where if not w.startswith("fold ")]
+        if folds:
+            named.append(("fold " if len(folds) == 1 else "folds ") + ", ".join(folds))
+        parts.append(f"{message} [{'; '.join(named)}]")
+    return " | ".join(parts)
+
+
+def _warn_about_table(table) -> None:
+    """One warning for the fits' gathered warnings, and one for unreliable PSIS-LOO."""
+    warned = table["warnings"].dropna()
+    if len(warned):
+        kinds = "; ".join(f"{name!r}: {text.split(' [')[0][:80]}" for name, text in warned.items())
         warnings.warn(
-            f"compare: model {name!r} failed ({row['error']}); its affected columns are NaN",
+            f"compare: the fits of {len(warned)} model(s) raised warnings ({kinds}); the "
+            "table's 'warnings' column lists each with the folds that raised it",
             UserWarning,
             stacklevel=3,
         )
-    return row, fitted, pointwise
+    if "_high_pareto_k_rows" not in table:
+        return
+    rows = table.pop("_high_pareto_k_rows")
+    high = {name: r for name, r in rows.items() if isinstance(r, np.ndarray) and len(r)}
+    table.attrs["high_pareto_k_rows"] = {name: r.tolist() for name, r in high.items()}
+    if high:
+        n = table.attrs["n_samples"]
+        listed = "; ".join(
+            f"{name!r}: {len(r)} of {n} rows (first: {', '.join(map(str, r[:5]))})"
+            for name, r in high.items()
+        )
+        warnings.warn(
+            f"compare: PSIS-LOO is unreliable where a row's Pareto k is high ({listed}): "
+            "elpd_loo of these models may be far off, and a ranking by it can pick "
+            "another model.  Rank by heldout_loglik (cross-validation, the table's "
+            "criterion); the rows are in table.attrs['high_pareto_k_rows']",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _clearly_worse(values, leader) -> bool:
@@ -435,9 +513,13 @@ def compare(
         best, in units of ``heldout_se_diff``: a model within 1-2 SE is not clearly
         worse, and the simplest such model is a common choice); with ``loo``
         also ``elpd_loo``, ``elpd_loo_se``, ``p_loo`` and ``n_high_pareto_k`` (rows
-        whose Pareto k exceeds ArviZ's ``good_k``: their LOO estimate is unreliable);
-        then ``best`` (True on the first row) and ``error`` (None, or why a model
-        failed: its affected columns are NaN).  Rows are sorted by
+        whose Pareto k exceeds ArviZ's ``good_k``: their LOO estimate is unreliable,
+        and a warning names the models and rows, which ``table.attrs
+        ["high_pareto_k_rows"]`` lists); ``warnings`` (None, or the warnings the
+        model's fits raised, each kind once with the fits that raised it -- "full
+        fit", "folds 0, 2" -- summed up in one warning for the table); then ``best``
+        (True on the first row) and ``error`` (None, or why a model failed: its
+        affected columns are NaN).  Rows are sorted by
         ``heldout_loglik``, highest first; ``table.attrs`` records the criterion,
         folds, seed and how each column was computed.
     estimators : dict, only with ``return_estimators=True``
@@ -583,4 +665,5 @@ def compare(
         ),
         loo=loo,
     )
+    _warn_about_table(table)
     return (table, fitted) if return_estimators else table

@@ -239,6 +239,43 @@ def test_elpd_loo_of_ppca_agrees_with_kfold():
     assert 0 <= row["n_high_pareto_k"] <= len(X)
 
 
+def test_high_pareto_k_rows_are_warned_about_and_listed():
+    """A gross outlier (row 0) makes PSIS-LOO unreliable there: the table counts the
+    rows, a warning names the model and the rows, ``attrs`` lists them.  (On wine, 178
+    of 178 rows were high without a word, and a ranking by elpd_loo picked another
+    model.)  Same data shape as the test above: its programs are reused."""
+    X, _, _ = planted_factor_model(n=120, d=6, rank=2, seed=3)
+    X[0] = 25.0 * np.sign(X[0])
+    with pytest.warns(UserWarning, match=r"PSIS-LOO is unreliable.*'PPCA\(K=2\)': \d+ of 120 rows"):
+        table = compare(
+            [PPCA(2, random_state=0)], X, loo="laplace", loo_kwargs={"num_samples": 400}
+        )
+    rows = table.attrs["high_pareto_k_rows"]["PPCA(K=2)"]
+    assert 0 in rows and len(rows) == table.loc["PPCA(K=2)", "n_high_pareto_k"]
+    assert "_high_pareto_k_rows" not in table  # the helper column is not shown
+
+
+def test_warnings_of_the_fits_are_gathered_per_model():
+    """A Heywood case (a column repeated) warned once per fit -- five folds and the
+    full fit -- without naming the model; now the table's ``warnings`` column says
+    which fits raised it, and one warning sums the table up."""
+    X, _, _ = planted_factor_model(n=120, d=6, rank=2, seed=3)
+    X = np.c_[X, X[:, 0]]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        table = compare(
+            {"fa": FactorAnalysis(2, random_state=0), "ppca": PPCA(2, random_state=0)}, X, cv=5
+        )
+    messages = [str(w.message) for w in record]
+    assert not any(m.startswith("Heywood") for m in messages)
+    (summary,) = [m for m in messages if "raised warnings" in m]
+    assert "'fa': Heywood case" in summary and "'ppca'" not in summary
+    text = table.loc["fa", "warnings"]
+    assert text.startswith("Heywood case") and text.count("Heywood case") == 1
+    assert text.endswith("[full fit; folds 0, 1, 2, 3, 4]")
+    assert pd.isna(table.loc["ppca", "warnings"])
+
+
 def test_plsa_heldout_is_document_completion():
     rng = np.random.default_rng(0)
     n_docs, n_words, K = 60, 30, 3
