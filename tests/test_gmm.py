@@ -295,3 +295,27 @@ def test_svi_random_state_reaches_the_svi_and_reproduces_the_fit():
         np.testing.assert_array_equal(a.params_[key], b.params_[key])
     np.testing.assert_array_equal(a.log_likelihoods_, b.log_likelihoods_)
     assert not np.array_equal(a.log_likelihoods_, c.log_likelihoods_)
+
+
+def _degeneracy_warnings(X, K):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        GaussianMixture(K, random_state=0).fit(X)
+    return [str(w.message) for w in record if "floor" in str(w.message)]
+
+
+def test_covariances_at_the_floor_are_warned_about():
+    """Measured cases: diabetes' components collapse along its near-degenerate columns
+    and inflated the likelihood without a word; wine times 1e-4 puts every variance
+    below the absolute reg_covar (another clustering, -30 nats per row), silently.
+    Standardised wine is a regular fit: no such warning."""
+    from sklearn.datasets import load_diabetes, load_wine
+
+    diabetes = load_diabetes().data
+    (collapsed,) = _degeneracy_warnings(diabetes, 2)
+    assert "collapsed onto a (near-)degenerate set" in collapsed and "feature" in collapsed
+    wine = load_wine().data
+    (dominated,) = _degeneracy_warnings(wine * 1e-4, 3)
+    assert "reg_covar=1e-06 is a variance in the data's units" in dominated
+    standardised = (wine - wine.mean(axis=0)) / wine.std(axis=0)
+    assert _degeneracy_warnings(standardised, 3) == []
