@@ -379,7 +379,10 @@ def test_comparison_plots_each_family_against_k_with_standard_errors(data):
     ppca_rows = table[table["family"] == "PPCA"].sort_values("K")
     np.testing.assert_allclose(ppca_bars.lines[0].get_ydata(), ppca_rows["heldout_loglik"])
     spans = [s[1, 1] - s[0, 1] for s in ppca_bars.lines[2][0].get_segments()]
-    np.testing.assert_allclose(spans, 2 * ppca_rows["heldout_se"])
+    # the paired SE of the difference from the best, as the table's near_best verdict
+    # (the fold-to-fold heldout_se is wider and made the picture contradict the table)
+    np.testing.assert_allclose(spans, 2 * ppca_rows["heldout_se_diff"])
+    assert (ppca_rows["heldout_se_diff"] < ppca_rows["heldout_se"]).any()
     (star,) = [line for line in ax.lines if line.get_marker() == "*"]
     assert star.get_xdata()[0] == table["K"].iloc[0]  # compare's best row
     assert star.get_label() == f"best: {table.index[0]}"

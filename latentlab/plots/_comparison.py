@@ -11,16 +11,26 @@ __all__ = ["comparison"]
 
 # ----------------------------------------------------------------------------- comparison
 
-_SE_COLUMN = {"heldout_loglik": "heldout_se", "elpd_loo": "elpd_loo_se"}
+# error bars: the first of these columns the table has.  For the held-out likelihood,
+# the paired standard error of each model's difference from the best -- what compare's
+# near_best verdict uses; the fold-to-fold heldout_se is far wider (it carries the
+# folds' common difficulty), so bars drawn from it overlapped where the table said
+# the models differ
+_SE_COLUMNS = {
+    "heldout_loglik": ("heldout_se_diff", "heldout_se"),
+    "elpd_loo": ("elpd_loo_se",),
+}
 _LOWER_IS_BETTER = ("AIC", "BIC")
 
 
 def comparison(table, column: str = "heldout_loglik", *, ax=None):
     """A criterion against K, one line per model family, from :func:`latentlab.compare`.
 
-    Held-out log-likelihood (the default) and ELPD-LOO get error bars of one
-    standard error; the best model by ``column`` is starred (highest, or lowest for
-    AIC and BIC).
+    Held-out log-likelihood (the default) gets error bars of one standard error of
+    each model's difference from the best, paired over the held-out rows (the
+    table's ``heldout_se_diff``, which its ``near_best`` verdict uses; the best model's
+    bar is empty), ELPD-LOO of one standard error; the best model by ``column`` is
+    starred (highest, or lowest for AIC and BIC).
 
     Parameters
     ----------
@@ -45,7 +55,7 @@ def comparison(table, column: str = "heldout_loglik", *, ax=None):
             f"table lacks column(s) {missing}; comparison takes the DataFrame of "
             "latentlab.compare (columns: " + ", ".join(map(str, table.columns)) + ")"
         )
-    se_column = _SE_COLUMN.get(column)
+    se_column = next((c for c in _SE_COLUMNS.get(column, ()) if c in table.columns), None)
     values = pd.to_numeric(table[column], errors="coerce").astype(float)
     K = pd.to_numeric(table["K"], errors="coerce").astype(float)
     usable = np.isfinite(values) & np.isfinite(K)
@@ -57,8 +67,8 @@ def comparison(table, column: str = "heldout_loglik", *, ax=None):
         order = np.argsort(K[rows].to_numpy(), kind="stable")
         k, v = K[rows].to_numpy()[order], values[rows].to_numpy()[order]
         se = None
-        if se_column in table.columns:
-            se = table[se_column][rows].astype(float).to_numpy()[order]
+        if se_column is not None:
+            se = pd.to_numeric(table[se_column][rows], errors="coerce").to_numpy(float)[order]
         ax.errorbar(k, v, yerr=se, marker="o", capsize=3, label=str(family))
     pick = values[usable].idxmin() if column in _LOWER_IS_BETTER else values[usable].idxmax()
     ax.plot(
