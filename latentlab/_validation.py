@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from sklearn.utils import get_tags
 from sklearn.utils.validation import validate_data
 
 __all__ = [
     "InputTypeError",
     "check_data",
     "check_dense_numeric",
+    "check_input_kind",
     "check_magnitude",
+    "compute_dtype",
     "check_n_components",
     "check_option",
     "check_no_empty_rows",
@@ -19,6 +22,7 @@ __all__ = [
     "check_level",
     "check_positive_int",
     "check_start_array",
+    "check_symmetric",
 ]
 
 
@@ -58,15 +62,23 @@ def _date_columns(X) -> list[str]:
 
 
 def check_dense_numeric(X, who: str = "X") -> None:
-    """Refuse sparse matrices, and DataFrame columns of dates, by name.
+    """Refuse sparse matrices, and dates or time spans (NumPy arrays or DataFrame
+    columns), by name.
 
     scikit-learn's own checks fail on these later with a ``TypeError`` (or NumPy's
-    ``DTypePromotionError`` for dates) that does not say which column is the problem.
+    ``DTypePromotionError`` for DataFrame dates) that does not say which column is the
+    problem, or, for a NumPy ``datetime64``/``timedelta64`` array, not at all: it
+    converts the dates to counts of days or seconds since 1970 and fits those.
     """
     if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse matrix or array
         raise InputTypeError(
             f"{who} is a sparse matrix, but this estimator needs dense data: pass "
             f"{who}.toarray() if it fits in memory"
+        )
+    if isinstance(X, np.ndarray) and X.dtype.kind in "mM":  # masked arrays included
+        raise InputTypeError(
+            f"{who} is a NumPy array of dates or time spans ({X.dtype}): latentlab "
+            "models numbers only; encode them as numbers first (e.g. days as floats)"
         )
     bad = _date_columns(X)
     if bad:
@@ -76,52 +88,188 @@ def check_dense_numeric(X, who: str = "X") -> None:
         )
 
 
-def check_magnitude(X: np.ndarray, who: str = "X") -> None:
-    """Refuse values whose sums of squares overflow float64.
+def check_input_kind(X, who: str = "X", *, allow_nan: bool, accept_sparse: bool = False):
+    """``X`` ready for scikit-learn's array checks, or a ``ValueError`` for input of a
+    kind they would misread.
+
+    ``None`` is refused by name (scikit-learn would report "array=nan"); sparse
+    matrices (unless ``accept_sparse``) and dates as :func:`check_dense_numeric` does.
+    A NumPy masked array's masked entries are missing entries: NaN for a model that
+    takes NaN (``allow_nan``), refused otherwise.  scikit-learn's ``check_array``
+    would read the values under the mask as data (a masked 1e6 fitted as 1e6).
+    """
+    if X is None:
+        raise ValueError(f"{who} is None: expected a 2-D array (n_samples, n_features)")
+    if not (accept_sparse and hasattr(X, "nnz")):
+        check_dense_numeric(X, who)
+    if not np.ma.isMaskedArray(X):
+        return X
+    masked = np.ma.getmaskarray(X)
+    if not masked.any():
+        return np.ma.getdata(X)
+    if not allow_nan:
+        raise ValueError(
+            f"{who} is a masked array, and {int(masked.sum())} of its entries are masked: "
+            "masked entries are missing values, which this estimator cannot take; fill "
+            "or drop them first (or use a model that handles missing values, such as PPCA)"
+        )
+    return np.ma.filled(np.ma.asarray(X, dtype=np.float64), np.nan)
+
+
+def _column_range(X) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's largest and smallest value, missing entries (NaN) skipped: NaN
+    only for a column with every entry missing.  A sparse matrix's implicit zeros
+    count as values."""
+    if hasattr(X, "nnz"):
+        return (
+            np.asarray(X.max(axis=0).toarray(), dtype=np.float64).ravel(),
+            np.asarray(X.min(axis=0).toarray(), dtype=np.float64).ravel(),
+        )
+    # fmax/fmin skip NaN and allocate one row: two cheap passes over a large X
+    return np.fmax.reduce(X, axis=0), np.fmin.reduce(X, axis=0)
+
+
+def _columns(indices: np.ndarray) -> str:
+    """How many columns, and the first ten by index: "3 column(s) (0, 4, 7)"."""
+    shown = ", ".join(map(str, indices[:10])) + (" ..." if indices.size > 10 else "")
+    return f"{indices.size} column(s) ({shown})"
+
+
+def check_magnitude(X, who: str = "X", *, dtype=np.float64, check_spread: bool = True) -> None:
+    """Refuse values whose squares overflow, and columns whose squared spread
+    underflows, in the precision the estimator computes in (``dtype``).
 
     Every estimator here forms sums of squares (scatter matrices, squared distances,
-    Gaussian log-densities), which overflow to inf once |x| reaches about
-    sqrt(max float / number of entries) -- near 1e154 for small data.  The results
-    (variances of order x^2) would not be representable either, so refuse and let
-    the user rescale; ``Imputer``, which standardises anyway, rescales by itself.
+    Gaussian log-densities).  They overflow to inf once |x| reaches about
+    sqrt(max float64 / number of entries) -- near 1e154 for small data -- and the
+    results (variances of order x^2) would not be representable either.  In float32
+    the data are centred in float64 on the host before the cast, so there it is a
+    column's spread (largest minus smallest value) that must stay below
+    sqrt(max float32 / number of entries).
+
+    At the other end, a column whose spread s is not 0 but has s^2 below
+    ``tiny / eps`` (s < 1e-146 in float64, 3e-16 in float32) has a variance -- or the
+    variances a fit must resolve, eps times smaller -- among the subnormal numbers,
+    which have few digits or none: PPCA on data scaled by 1e-160 scored NaN, and by
+    1e-200 a finite but wrong value.  ``check_spread=False`` skips this where no
+    variance is estimated from the columns (``transform`` of a fitted model, a
+    precomputed (n, n) matrix).  Constant columns (s = 0) are legal.
+
+    Each refusal is a ValueError naming the columns and suggesting to rescale;
+    ``Imputer``, which standardises anyway, rescales by itself.
     """
-    if X.size == 0:
+    entries = X.nnz if hasattr(X, "nnz") else X.size
+    if entries == 0:
         return
-    # fmax/fmin skip NaN and allocate nothing: two cheap passes over a large X
-    flat = X.reshape(-1)
-    largest = max(abs(float(np.fmax.reduce(flat))), abs(float(np.fmin.reduce(flat))))
+    top, bottom = _column_range(X)
+    magnitude = np.fmax(np.abs(top), np.abs(bottom))
+    largest = float(np.fmax.reduce(magnitude))
     if np.isnan(largest):  # every entry is missing
         return
-    limit = np.sqrt(np.finfo(np.float64).max / X.size)
+    limit = np.sqrt(np.finfo(np.float64).max / entries)
     if largest >= limit:
         raise ValueError(
-            f"{who} has values as large as {largest:.3g} in magnitude: sums of their "
-            f"squares over its {X.shape[0]} x {X.shape[1]} entries overflow float64 "
-            f"(limit {limit:.3g} for this shape). Rescale {who} first, e.g. divide it "
-            "by a power of ten."
+            f"{who} has values as large as {largest:.3g} in magnitude, in "
+            f"{_columns(np.flatnonzero(magnitude >= limit))}: sums of their squares over "
+            f"its {entries} entries overflow float64 (limit {limit:.3g} for this size). "
+            f"Rescale {who} first, e.g. divide it by a power of ten."
+        )
+    spread = top - bottom  # NaN for a column with every entry missing: never refused
+    precision = np.finfo(dtype)
+    if precision.dtype == np.float32:
+        limit = np.sqrt(precision.max / entries)
+        wide = np.flatnonzero(spread >= limit)
+        if wide.size:
+            raise ValueError(
+                f"{who} has {_columns(wide)} whose values spread over as much as "
+                f"{spread[wide].max():.3g}: sums of squared deviations over its {entries} "
+                f"entries overflow float32, this estimator's dtype (limit {limit:.3g} "
+                f"for this size). Rescale {who} first, or fit with dtype='float64'."
+            )
+    if not check_spread:
+        return
+    floor = np.sqrt(precision.tiny / precision.eps)
+    narrow = np.flatnonzero((spread > 0) & (spread < floor))
+    if narrow.size:
+        raise ValueError(
+            f"{who} has {_columns(narrow)} whose values spread over as little as "
+            f"{spread[narrow].min():.3g}: their squares (variances) underflow "
+            f"{precision.dtype}'s normal range and lose their digits (smallest safe "
+            f"spread {floor:.3g}). Rescale {who} first, e.g. multiply those columns by a "
+            "power of ten or standardise them"
+            + (", or fit with dtype='float64'." if precision.dtype == np.float32 else ".")
         )
 
 
-def check_data(estimator, X, *, reset: bool, allow_nan: bool, min_samples: int = 1):
-    """Validate X as a 2-D float array (NaN allowed only when the model handles it).
+def compute_dtype(estimator) -> type:
+    """The floating type an estimator computes in: its ``dtype`` setting, else float64."""
+    return np.float32 if getattr(estimator, "dtype", "float64") == "float32" else np.float64
 
-    Infinite values are always rejected (scikit-learn's message names them), and so
-    are sparse matrices, non-numeric DataFrame columns and values so large that
-    their sums of squares overflow (:func:`check_magnitude`), each by a
-    ``ValueError`` that names the problem.
+
+def check_data(
+    estimator,
+    X,
+    *,
+    reset: bool,
+    allow_nan: bool,
+    min_samples: int = 1,
+    accept_sparse: tuple | bool = False,
+):
+    """Validate X as a 2-D float64 array (NaN allowed only when the model handles it).
+
+    The one entry for every estimator's data.  Refused, each by a ``ValueError`` that
+    names the problem: ``None``, scalars and arrays of the wrong dimension; infinite
+    values (and NaN unless ``allow_nan``); masked entries of a NumPy masked array
+    (NaN when ``allow_nan``) and dates (:func:`check_input_kind`); sparse matrices
+    unless ``accept_sparse`` names the formats taken (then X stays sparse, as
+    scikit-learn's ``accept_sparse``); values whose squares overflow, or, when fitting
+    (``reset``), feature columns whose spread squared underflows
+    (:func:`check_magnitude`).
     """
-    check_dense_numeric(X)
+    X = check_input_kind(X, allow_nan=allow_nan, accept_sparse=bool(accept_sparse))
     X = validate_data(
         estimator,
         X,
         reset=reset,
+        accept_sparse=accept_sparse,
         dtype=np.float64,
         ensure_all_finite="allow-nan" if allow_nan else True,
         ensure_min_samples=min_samples,
     )
-    X = np.asarray(X, dtype=np.float64)
-    check_magnitude(X)
+    if not hasattr(X, "nnz"):
+        X = np.asarray(X, dtype=np.float64)
+    # Spreads matter where a fit takes variances of X's columns: not in transform, and
+    # not in a precomputed (n, n) kernel, affinity or distance matrix, which has no
+    # feature columns (and may rightly hold entries like exp(-400)).
+    check_spread = reset and not get_tags(estimator).input_tags.pairwise
+    check_magnitude(X, dtype=compute_dtype(estimator), check_spread=check_spread)
     return X
+
+
+def check_symmetric(M: np.ndarray, what: str, *, centred: bool = False) -> None:
+    """Refuse a square matrix (a precomputed kernel, affinity or distance matrix) that
+    is not symmetric beyond round-off: largest |M - M^T| above 1e-10 of its largest
+    entry.  ``what`` names the matrix in the message.
+
+    ``centred``: test the doubly centred form H M H instead, whose asymmetry is
+    H (M - M^T) H -- all that kernel PCA decomposes (scikit-learn centres rows and
+    columns separately, so a kernel plus row and column constants is the same fit).
+    """
+    if M.size == 0:
+        return
+    asymmetry = M - M.T
+    if centred:
+        asymmetry = (
+            asymmetry - asymmetry.mean(axis=0) - asymmetry.mean(axis=1)[:, None] + asymmetry.mean()
+        )
+    largest, scale = float(np.abs(asymmetry).max()), float(np.abs(M).max())
+    if largest > 1e-10 * scale:
+        form = " (centred)" if centred else ""
+        raise ValueError(
+            f"{what} is not symmetric{form}: its largest |M - M^T| is {largest:.3g}, "
+            f"against entries up to {scale:.3g}; pass (M + M.T) / 2 if the asymmetry is "
+            "round-off"
+        )
 
 
 def _check_no_empty(mask: np.ndarray, axis: int, what: str) -> None:

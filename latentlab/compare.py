@@ -83,6 +83,11 @@ def _check_models(models) -> dict:
 def _check_data(X, y):
     import scipy.sparse as sp
 
+    from latentlab._validation import check_input_kind
+
+    # masked entries become NaN (missing) here, before np.asarray drops the mask; the
+    # models then take them or refuse them, as they take or refuse NaN
+    X = check_input_kind(X, allow_nan=True, accept_sparse=True)
     if not sp.issparse(X):  # counts for PLSA may be sparse; keep them so
         try:
             X = np.asarray(X, dtype=np.float64)

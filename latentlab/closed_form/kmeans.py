@@ -505,11 +505,14 @@ def kmeans(
     init=None,
     seeding: str = "k-means++",
     sample_weight=None,
+    uniforms=None,
 ) -> KMeansResult:
     """k-means with ``n_init`` restarts (one after another) seeded by ``seeding``
     ("k-means++" or "random"), keeping the lowest inertia; ``init`` (k, d) replaces
     the seeding (one run).  ``tol`` is relative to the mean feature variance of X, as
-    in scikit-learn; ``sample_weight`` (n,) weighs the rows."""
+    in scikit-learn; ``sample_weight`` (n,) weighs the rows.  ``uniforms`` (n_init,
+    :func:`plusplus_uniforms_size`): the k-means++ draws of each restart, instead of
+    draws from ``key`` (which differ between float32 and float64)."""
     if init is not None:
         tol = _tolerance(X, sample_weight, tol)
         return lloyd(X, jnp.asarray(init, X.dtype), max_iter, tol, sample_weight=sample_weight)
@@ -521,6 +524,7 @@ def kmeans(
         tol=tol,
         seeding=seeding,
         sample_weight=sample_weight,
+        uniforms=uniforms,
     )
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.utils import check_array, check_consistent_length
-from sklearn.utils.validation import validate_data
 
 from latentlab._validation import (
     check_data,
@@ -188,14 +187,7 @@ def mixture_problem(est, X, y=None, prior=None) -> PosteriorProblem:
 
 def topic_problem(est, X, y=None, prior=None) -> PosteriorProblem:
     """pLSA: theta (one mixture per training document) and phi, on the simplex."""
-    X = validate_data(
-        est,
-        X,
-        reset=False,
-        accept_sparse=("csr", "csc", "coo"),
-        dtype=np.float64,
-        ensure_all_finite=True,
-    )
+    X = check_data(est, X, reset=False, allow_nan=False, accept_sparse=("csr", "csc", "coo"))
     counts = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
     if np.any(counts < 0) or np.any(counts != np.round(counts)):
         raise ValueError("PLSA models non-negative integer word counts")

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import validate_data
 
 from latentlab._shapes import bucket
-from latentlab._validation import check_magnitude
+from latentlab._validation import check_data
 
 __all__ = [
     "is_sparse",
@@ -36,18 +35,15 @@ def is_sparse(X) -> bool:
 
 def check_sparse_data(estimator, X, *, reset: bool, min_samples: int = 1):
     """A float64 CSR/CSC copy-free view of sparse X (other formats are converted),
-    validated as :func:`latentlab._validation.check_data` validates dense data."""
-    X = validate_data(
+    validated by :func:`latentlab._validation.check_data` as dense data are."""
+    return check_data(
         estimator,
         X,
         reset=reset,
+        allow_nan=False,
+        min_samples=min_samples,
         accept_sparse=("csr", "csc"),
-        dtype=np.float64,
-        ensure_all_finite=True,
-        ensure_min_samples=min_samples,
     )
-    check_magnitude(np.asarray(X.data))
-    return X
 
 
 def sparse_moments(X):

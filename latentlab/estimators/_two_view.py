@@ -11,7 +11,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_dense_numeric, check_magnitude
+from latentlab._validation import check_data, check_input_kind, check_magnitude, compute_dtype
 from latentlab.estimators.base import LatentEstimator
 
 __all__ = ["_TwoViewTransformer", "_PredictThroughCoef", "_check_reg", "_check_shapes"]
@@ -66,14 +66,14 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
             raise ValueError(f"{name} requires y to be passed, but the target y is None")
         min_samples = self._min_fit_samples if reset else 1
         X = check_data(self, X, reset=reset, allow_nan=False, min_samples=min_samples)
-        check_dense_numeric(Y, "Y")
+        Y = check_input_kind(Y, "Y", allow_nan=False)
         Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
         y_ndim = Y.ndim
         if Y.ndim == 1:
             Y = Y[:, None]
         if Y.ndim != 2:
             raise ValueError(f"Y must be 1-D or 2-D, got an array of shape {Y.shape}")
-        check_magnitude(Y, "Y")
+        check_magnitude(Y, "Y", dtype=compute_dtype(self), check_spread=reset)
         if X.shape[0] != Y.shape[0]:
             raise ValueError(
                 f"X and Y must have the same number of rows (samples), got "

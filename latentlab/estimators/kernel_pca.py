@@ -25,7 +25,7 @@ from latentlab._settings import (
     RandomState,
     Real,
 )
-from latentlab._validation import check_codes, check_data, check_n_components
+from latentlab._validation import check_codes, check_data, check_n_components, check_symmetric
 from latentlab.closed_form import kernel_pca as cf
 from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES, solver_threads
 from latentlab.estimators._dispatch import call, map_rows, to_device
@@ -281,7 +281,9 @@ default="linear"
             # A kernel matrix is symmetric, but the solvers read it as given and centre it
             # with its column means only: take its symmetric part, which has the same
             # centred form as the matrix whenever that form is symmetric (scikit-learn
-            # centres rows and columns separately and accepts such matrices).
+            # centres rows and columns separately and accepts such matrices); refuse
+            # any other asymmetry, as MDS and the spectral methods do.
+            check_symmetric(X, "kernel='precomputed': the kernel matrix X", centred=True)
             X = (X + X.T) / 2
             if self.fit_inverse_transform:
                 raise ValueError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._settings import ArrayLike, Dtype, Integer, Options, RandomState, Real
 from latentlab._validation import check_data, check_start_array
@@ -14,9 +14,17 @@ from latentlab.closed_form import kmeans as km
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 
-__all__ = ["KMeans"]
+__all__ = ["KMeans", "plusplus_draws"]
 
 SEEDINGS = ("k-means++", "random")
+
+
+def plusplus_draws(rng: np.random.RandomState, n_init: int, n_clusters: int) -> np.ndarray:
+    """The k-means++ draws of ``n_init`` restarts, (n_init, m) uniforms from ``rng`` in
+    the order scikit-learn's ``KMeans`` takes them (so the same ``random_state`` gives
+    its seeds).  Drawn in float64 on the host: JAX's uniforms from one key differ
+    between float32 and float64, and so did the seeds of the two precisions."""
+    return rng.random_sample((n_init, km.plusplus_uniforms_size(n_clusters)))
 
 
 class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
@@ -48,6 +56,8 @@ class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
     tol : float, default=1e-4
         Relative to the mean feature variance of X.
     random_state : int, RandomState or None, default=None
+        Draws the k-means++ candidates on the host, in scikit-learn's order: the same
+        seeds as scikit-learn's ``KMeans`` with this ``random_state``, whatever ``dtype``.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
@@ -115,18 +125,22 @@ class KMeans(ClusterMixin, TransformerMixin, LatentEstimator):
         """Cluster X (n_samples, n_features); returns self."""
         X = check_data(self, X, reset=True, allow_nan=False)
         k, n_init, max_iter, tol, init = self._check_settings(*X.shape)
+        rng = check_random_state(self.random_state)
+        plusplus = init is None and self.init == "k-means++"
+        uniforms = plusplus_draws(rng, n_init, k) if plusplus else None
         with self._precision():
             result = call(
                 km.kmeans,
                 X.size * k * n_init,
                 to_device(X),
-                jax_key(self.random_state),
+                jax_key(rng),  # for init="random"
                 n_clusters=k,
                 n_init=n_init,
                 max_iter=max_iter,
                 tol=tol,
                 init=None if init is None else to_device(init),
                 seeding=self.init if init is None else "k-means++",
+                uniforms=None if uniforms is None else to_device(uniforms),
             )
             self.cluster_centers_ = to_numpy(result.centers)
             self.labels_ = np.array(result.labels, dtype=np.int64, copy=True)

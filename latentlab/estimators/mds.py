@@ -12,7 +12,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
-from latentlab._validation import check_data, check_n_components
+from latentlab._validation import check_data, check_n_components, check_symmetric
 from latentlab.closed_form import mds as cf
 from latentlab.closed_form.eigensolvers import solver_threads
 from latentlab.estimators._dispatch import call, map_rows, to_device
@@ -42,13 +42,8 @@ def check_distance_matrix(D: np.ndarray, who: str = "X") -> np.ndarray:
             f"dissimilarity='precomputed' needs a square (n_samples, n_samples) distance "
             f"matrix; {who} has shape {D.shape}"
         )
+    check_symmetric(D, f"The precomputed distance matrix {who}")
     scale = float(np.abs(D).max()) if D.size else 0.0
-    asymmetry = float(np.abs(D - D.T).max()) if D.size else 0.0
-    if asymmetry > 1e-10 * max(scale, 1.0):
-        raise ValueError(
-            f"The precomputed distance matrix {who} is not symmetric (largest |D - D^T| "
-            f"is {asymmetry:.3g}); pass (D + D.T) / 2 if the asymmetry is round-off"
-        )
     if (D < 0).any():
         raise ValueError(
             f"The precomputed distance matrix {who} has negative entries (smallest "

@@ -12,12 +12,11 @@ from sklearn.utils.validation import (
     check_is_fitted,
     check_non_negative,
     check_random_state,
-    validate_data,
 )
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real
 from latentlab._shapes import bucket
-from latentlab._validation import check_codes
+from latentlab._validation import check_codes, check_data
 from latentlab.closed_form import nmf as nmf_algebra
 from latentlab.estimators._dispatch import call, to_device
 from latentlab.estimators.base import (
@@ -161,14 +160,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     # -- validation ---------------------------------------------------------------------
 
     def _data(self, X, *, reset: bool) -> np.ndarray:
-        X = validate_data(
-            self,
-            X,
-            reset=reset,
-            accept_sparse=("csr", "csc", "coo"),
-            dtype=np.float64,
-            ensure_all_finite=True,
-        )
+        X = check_data(self, X, reset=reset, allow_nan=False, accept_sparse=("csr", "csc", "coo"))
         check_non_negative(X, f"{type(self).__name__} (input X)")
         return X.toarray() if sp.issparse(X) else np.asarray(X)
 

@@ -103,6 +103,14 @@ class _NIPALS(_PredictThroughCoef, RegressorMixin, MultiOutputMixin, _PLSBase):
         """Fit on X (n_samples, n_features_x) and y = Y (n_samples,) or (n_samples,
         n_features_y)."""
         X, Y = self._check_fit(X, y)
+        if not np.ptp(X, axis=0).any():
+            # NIPALS' first x weights would be 0 / 0 (scikit-learn fails there too, with
+            # "slice 0 has a NaN entry"); PLSSVD's SVD of a zero matrix is defined
+            raise ValueError(
+                f"X is constant (every column holds a single value), so "
+                f"{type(self).__name__} finds no direction of X that covaries with Y; "
+                "check that the right data were passed."
+            )
         algorithm = getattr(self, "algorithm", "nipals")
         max_iter = int(self.max_iter)
         K = self.n_components_

@@ -24,7 +24,6 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import (
     _num_samples,
     check_is_fitted,
-    validate_data,
 )
 
 from latentlab._plsa_chunk_tasks import check_counts
@@ -40,7 +39,7 @@ from latentlab._settings import (
     Verbose,
     scale_settings,
 )
-from latentlab._validation import check_positive_int
+from latentlab._validation import check_data, check_positive_int
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._plsa_fitting import PLSAFittingMixin
 from latentlab.estimators._plsa_fold_in import FoldInMixin
@@ -290,15 +289,7 @@ class PLSA(
 
     def _counts(self, X, *, reset: bool, allow_empty: bool = False):
         """X as a canonical CSR matrix of counts (sorted indices, no explicit zeros)."""
-        X = validate_data(
-            self,
-            X,
-            reset=reset,
-            accept_sparse=("csr", "csc", "coo"),
-            dtype=np.float64,
-            ensure_all_finite=True,
-            ensure_min_samples=1,
-        )
+        X = check_data(self, X, reset=reset, allow_nan=False, accept_sparse=("csr", "csc", "coo"))
         csr = sp.csr_matrix(X, dtype=np.float64, copy=True)
         csr.sum_duplicates()
         check_counts(csr, allow_empty=allow_empty)

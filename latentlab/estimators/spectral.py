@@ -9,15 +9,16 @@ from sklearn.utils import check_random_state
 
 from latentlab._docstrings import fill_doc
 from latentlab._settings import Dtype, Integer, Options, RandomState, Real
-from latentlab._validation import check_data, check_n_components
+from latentlab._validation import check_data, check_n_components, check_symmetric
 from latentlab.closed_form import kmeans as km
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form import spectral as cf
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, to_device
 from latentlab.estimators._embedding import PairwiseWhenPrecomputed
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators.base import LatentEstimator, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors
+from latentlab.estimators.kmeans import plusplus_draws
 
 __all__ = ["SpectralEmbedding", "SpectralClustering"]
 
@@ -39,9 +40,8 @@ def _check_gamma(gamma, n_features):
 
 
 def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
-    """Validate X, build the affinity of ``est.affinity`` and embed it; returns
-    (X, embedding, eigenvalues, affinity matrix, solver used, n_neighbors used)."""
-    X = check_data(est, X, reset=True, allow_nan=False, min_samples=2)
+    """Build the affinity of ``est.affinity`` from validated X and embed it; returns
+    (embedding, eigenvalues, affinity matrix, solver used, n_neighbors used, gamma)."""
     n, d = X.shape
     wanted = n_components + 1 if drop_first else n_components
     check_n_components(n_components, 1, n - 1 if drop_first else n, "n_samples")
@@ -53,8 +53,7 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
                 f"affinity='precomputed' needs a square (n_samples, n_samples) affinity "
                 f"matrix, got shape {X.shape}"
             )
-        if not np.allclose(X, X.T, rtol=1e-10, atol=1e-12 * np.abs(X).max()):
-            raise ValueError("affinity='precomputed' needs a symmetric affinity matrix")
+        check_symmetric(X, "affinity='precomputed': the affinity matrix X")
         if (X < 0).any():
             raise ValueError("affinity='precomputed' needs non-negative affinities")
     elif affinity == "nearest_neighbors":
@@ -120,7 +119,7 @@ def laplacian_embedding(est, X, n_components, drop_first, gamma, n_neighbors):
             "zero eigenvalue.",
             error=False,
         )
-    return X, embedding, eigenvalues, matrix, solver, n_neighbors, gamma
+    return embedding, eigenvalues, matrix, solver, n_neighbors, gamma
 
 
 def _sparse(A):
@@ -214,9 +213,10 @@ class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
 
     def fit(self, X, y=None):
         """Fit the embedding to X (n_samples, n_features), or to an affinity matrix."""
-        n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
-        k = self.n_neighbors if self.n_neighbors is not None else max(int(n // 10), 1)
-        X, embedding, eigenvalues, matrix, solver, k, gamma = laplacian_embedding(
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        n = X.shape[0]
+        k = self.n_neighbors if self.n_neighbors is not None else max(n // 10, 1)
+        embedding, eigenvalues, matrix, solver, k, gamma = laplacian_embedding(
             self, X, self.n_components, True, self.gamma, k
         )
         self.embedding_ = embedding
@@ -313,21 +313,26 @@ class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator)
 
     def fit(self, X, y=None):
         """Cluster X (n_samples, n_features), or an affinity matrix."""
-        n = np.shape(X)[0] if hasattr(X, "shape") else len(X)
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        n = X.shape[0]
         if self.n_clusters > n:
             raise ValueError(f"n_clusters={self.n_clusters} exceeds n_samples={n}")
         n_components = self.n_clusters if self.n_components is None else self.n_components
-        X, embedding, _, matrix, solver, _, _ = laplacian_embedding(
+        embedding, _, matrix, solver, _, _ = laplacian_embedding(
             self, X, n_components, False, self.gamma, self.n_neighbors
+        )
+        uniforms = plusplus_draws(
+            check_random_state(self.random_state), int(self.n_init), int(self.n_clusters)
         )
         with self._precision():
             result = call(
                 km.kmeans,
                 embedding.size * self.n_clusters,
                 to_device(embedding),
-                jax_key(self.random_state),
+                jax.random.PRNGKey(0),  # unused: k-means++ draws ``uniforms``
                 n_clusters=int(self.n_clusters),
                 n_init=int(self.n_init),
+                uniforms=to_device(uniforms),
             )
             self.labels_ = np.array(result.labels, dtype=np.int64, copy=True)
             self.cluster_centers_ = to_numpy(result.centers)

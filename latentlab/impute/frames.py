@@ -13,7 +13,7 @@ import sys
 import numpy as np
 from sklearn.utils.validation import validate_data
 
-from latentlab._validation import InputTypeError
+from latentlab._validation import InputTypeError, check_input_kind
 
 
 def validate_input(estimator, X, *, reset: bool):
@@ -42,6 +42,7 @@ def validate_input(estimator, X, *, reset: bool):
                 f"Imputer needs numeric columns; non-numeric column(s): {bad}. "
                 "Drop or encode them before imputing."
             )
+    X = check_input_kind(X, allow_nan=True)  # masked entries are missing: NaN
     X = validate_data(
         estimator,
         X,
