@@ -14,10 +14,16 @@ FAMILY_NAMES = ("ppca", "fa", "bpca", "gmm")
 
 EXIT_CODES = """\
 exit status: 0 on success, 1 when the input cannot be used (missing or unparsable
-file, non-numeric or empty column, model failure; the reason is printed on stderr),
-2 for a malformed command line, 141 when the reader of standard output (e.g. head)
-closes it early. Two outputs may not name the same file, and no output but -o may
-name the input; files are replaced only once everything has been computed.
+file, non-numeric or empty column, model failure) or an output cannot be written
+(full disk, standard output closed); the reason is printed on stderr. 2 for a
+malformed command line, 130 when interrupted (Ctrl-C, SIGINT), 143 when terminated
+(SIGTERM), 141 when the reader of standard output (e.g. head) closes it early.
+
+Two outputs may not name the same file, and no output but -o may name the input.
+Output files are replaced only once everything has been computed and every output
+written (each to a temporary file, then all renamed): a failure or an interrupt
+leaves the old files as they were. A FIFO, a device or /dev/stdout is written into,
+not replaced.
 
 Compiled XLA programs are cached in $LATENTLAB_CACHE_DIR (default
 ~/.cache/latentlab/jax), so later runs on data of the same shape start faster; set

@@ -6,12 +6,10 @@ Split from :mod:`latentlab.cli`, which runs the commands."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -223,39 +221,34 @@ def _check_paths(data, outputs, in_place=()):
             raise InputError(f"{flag} {path!r} is the input file; refusing to overwrite the data")
 
 
-def _write(frame, target, delimiter, decimal=".") -> None:
-    """Write a CSV table to a file, or to stdout for '-'.
+def _write_tables(tables, delimiter, decimal=".") -> None:
+    """Write ``(frame, target)`` CSV tables, each to a file or to stdout ('-'), through
+    :func:`latentlab._files.write_files`: files are replaced, together, only once every
+    table is written, so a failure or an interrupt leaves no file half-written and the
+    input can be the output.
 
-    A file is written to a temporary file beside it and renamed over the target, so
-    a failure never leaves a half-written file, and the input can be the output.
+    Raises :class:`InputError` naming a file that cannot be written; a failure to write
+    standard output propagates as the ``OSError`` it is (``BrokenPipeError`` when its
+    reader has left).
     """
-    options = dict(index=False, sep=delimiter, decimal=decimal)
-    if str(target) == "-":
-        frame.to_csv(sys.stdout, **options)
-        return
-    target = Path(os.path.realpath(target))  # through symlinks: replace the file, not the link
-    if not target.parent.exists():
-        raise InputError(f"cannot write {str(target)!r}: folder {str(target.parent)!r} missing")
+    from functools import partial
+
+    from latentlab._files import write_files
+
+    outputs = []
+    for frame, target in tables:
+        if str(target) == "-":
+            target = sys.stdout
+        elif not os.path.isdir(os.path.dirname(os.path.abspath(target))):
+            folder = os.path.dirname(os.path.abspath(target))
+            raise InputError(f"cannot write {str(target)!r}: folder {folder!r} missing")
+        outputs.append((target, partial(frame.to_csv, index=False, sep=delimiter, decimal=decimal)))
     try:
-        mode = target.stat().st_mode & 0o7777  # keep an existing file's permissions
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    temp = None
-    try:
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            frame.to_csv(handle, **options)
-        os.chmod(temp, mode)
-        os.replace(temp, target)
-        temp = None
+        write_files(outputs, text=True)
     except OSError as err:
-        raise InputError(f"cannot write {str(target)!r}: {err.strerror}") from None
-    finally:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+        if err.filename is None:  # standard output
+            raise
+        raise InputError(f"cannot write {err.filename!r}: {err.strerror}") from None
 
 
 def _numeric_columns_of(table: Table, values):

@@ -7,7 +7,9 @@ This module runs the commands; their arguments are declared in
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import time
 import warnings
@@ -22,9 +24,10 @@ from latentlab._cli_tables import (
     _filled_table,
     _numeric_columns_of,
     _numeric_part,
-    _write,
+    _write_tables,
     read_table,
 )
+from latentlab._files import after_renames, discard_unfinished
 
 __all__ = ["main", "run_demo"]
 
@@ -160,8 +163,7 @@ def run_impute(args) -> int:
         if not args.plug_in:
             nominal = imputer.calibrated_level(args.level)
             say(f"{args.level:.0%} intervals calibrated on held-out cells (nominal {nominal:.1%})")
-    for out, path in outputs:
-        _write(out, path, table.delimiter, table.decimal)
+    _write_tables(outputs, table.delimiter, table.decimal)
     return 0
 
 
@@ -217,7 +219,7 @@ def run_compare(args) -> int:
     )
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     if args.output is not None:
-        _write(table.reset_index(), args.output, source.delimiter, source.decimal)
+        _write_tables([(table.reset_index(), args.output)], source.delimiter, source.decimal)
     return 0
 
 
@@ -241,12 +243,71 @@ def _enable_compilation_cache() -> None:
 
 def _discard_stdout() -> None:
     """Point stdout at /dev/null, so Python's final flush of what is still buffered
-    does not print a second BrokenPipeError (the recipe of the ``signal`` docs)."""
+    does not fail a second time (the recipe of the ``signal`` docs for a closed pipe;
+    the same for a full disk)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass  # stdout is not a file descriptor (e.g. captured in tests)
+
+
+def _reserve_closed_standard_descriptors() -> None:
+    """Open /dev/null as each of descriptors 0-2 the caller closed (``>&-``).
+
+    Otherwise the next file opened (an output's temporary file) takes that number, and
+    whatever writes to descriptor 1 or 2 (a C library's warning) writes into it.
+    Python still sees the stream closed: ``sys.stdout`` stays None.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: fd itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def _end_on_signals(command: str) -> None:
+    """Make SIGINT (Ctrl-C) and SIGTERM end the command with status 128 + the signal's
+    number (130, 143) and one line on stderr, leaving every output file as it was.
+
+    The handler removes the temporary files of outputs being written and exits with
+    ``os._exit``; it does not raise KeyboardInterrupt, which prints a traceback of
+    dozens of lines and which code on its way up can swallow (a fuzzer saw one
+    interrupted imputation in 20 run on and exit 0).  Nothing else needs undoing:
+    outputs are replaced only by renames, and renames already under way are finished
+    first (:func:`latentlab._files.after_renames`).  Python runs the handler once the
+    main thread is back in Python (after the compile or computation in progress).  A
+    signal the caller ignores (``nohup``, ``command &`` in a script) stays ignored.
+    """
+
+    def end_now(signum):
+        discard_unfinished()
+        clear = "\r\x1b[K" if os.isatty(2) else ""  # over a progress bar or the "^C"
+        line = f"{clear}latentlab {command}: interrupted by {signal.Signals(signum).name}\n"
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode())
+        os._exit(128 + signum)
+
+    def handler(signum, frame):
+        after_renames(lambda: end_now(signum))
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, handler)
+
+
+def _writes_to_stdout(args) -> bool:
+    """Whether the command's results go to standard output: always for ``demo`` and
+    ``compare``; for ``impute``, an output '-' or a path leading to descriptor 1
+    (``/dev/stdout``, ``/dev/fd/1``)."""
+    if args.command in ("demo", "compare"):
+        return True
+    descriptor_1 = os.path.realpath("/dev/stdout")
+    outputs = [p for p in (args.output, args.std, *(args.interval or ())) if p is not None]
+    return any(p == "-" or os.path.realpath(p) == descriptor_1 for p in outputs)
 
 
 def _short_warning(message, category, filename, lineno, file=None, line=None):
@@ -266,7 +327,14 @@ def main(argv=None) -> int:
         parser.error("--folds must be >= 2")
     if args.command == "impute" and args.k is not None and args.k < 1:
         parser.error("-k must be a positive integer")
+    if sys.stdout is None and _writes_to_stdout(args):
+        # e.g. `latentlab impute d.csv -o - >&-`: Python drops what is printed to a
+        # closed stdout, so the results would be lost without a word
+        print(f"latentlab {args.command}: error: standard output is closed", file=sys.stderr)
+        return 1
     if argv is None:  # a real command-line run, not a call from Python
+        _reserve_closed_standard_descriptors()
+        _end_on_signals(args.command)
         _enable_compilation_cache()
     with warnings.catch_warnings():
         warnings.showwarning = _short_warning
@@ -276,7 +344,8 @@ def main(argv=None) -> int:
                 return 0
             run = run_impute if args.command == "impute" else run_compare
             status = run(args)
-            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a closed pipe or full disk shows here, not at exit
             return status
         except (InputError, ValueError) as err:
             print(f"latentlab {args.command}: error: {err}", file=sys.stderr)
@@ -285,6 +354,16 @@ def main(argv=None) -> int:
             # e.g. `latentlab impute d.csv -o - | head`: the reader left; stop quietly
             _discard_stdout()
             return 141  # 128 + SIGPIPE, what `cat` reports in the same pipe
+        except OSError as err:
+            # files are reported above, by name (InputError); what is left is writing
+            # standard output, e.g. `-o - > /dev/full`
+            reason = err.strerror or str(err)
+            problem = f"cannot write standard output: {reason}"
+            if err.filename is not None:  # not expected: name the file
+                problem = f"{err.filename!r}: {reason}"
+            print(f"latentlab {args.command}: error: {problem}", file=sys.stderr)
+            _discard_stdout()
+            return 1
 
 
 if __name__ == "__main__":

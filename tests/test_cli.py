@@ -325,3 +325,147 @@ def test_output_piped_into_head_ends_quietly(tmp_path):
     assert result.stdout == "a,b,c,d,e,f\n"
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception" not in err
     assert result.returncode == 141  # 128 + SIGPIPE, as documented in --help
+
+
+# -- special outputs, interrupts, unwritable standard output ----------------------------
+
+SCRIPT = Path(sys.executable).with_name("latentlab")
+PPCA_2 = ["--model", "ppca", "-k", "2", "-q"]
+
+
+def _expected_csv(csv_file, tmp_path) -> bytes:
+    reference = tmp_path / "reference.csv"
+    assert main(["impute", str(csv_file), "-o", str(reference), *PPCA_2]) == 0
+    return reference.read_bytes()
+
+
+def test_output_to_a_fifo_is_written_into_not_replaced(csv_file, tmp_path):
+    # measured on main: the FIFO was replaced by a regular file; its reader blocked forever
+    import stat
+    import threading
+
+    expected = _expected_csv(csv_file, tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["impute", str(csv_file), "-o", str(fifo), *PPCA_2]) == 0
+    reader.join(timeout=60)
+    assert received == [expected]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_output_to_dev_null_leaves_the_device(csv_file):
+    # as root, the rename of the old writer replaced /dev/null with a CSV file
+    import stat
+
+    assert main(["impute", str(csv_file), "-o", os.devnull, *PPCA_2]) == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_replaced_output_keeps_its_permissions_but_not_a_setuid_bit(csv_file, tmp_path):
+    out = tmp_path / "out.csv"
+    out.write_text("old")
+    out.chmod(0o4755)
+    assert main(["impute", str(csv_file), "-o", str(out), *PPCA_2]) == 0
+    assert (out.stat().st_mode & 0o7777) == 0o755
+    assert out.read_bytes() == _expected_csv(csv_file, tmp_path)
+
+
+def test_output_to_dev_stdout_works_when_stdout_is_a_pipe(csv_file, tmp_path):
+    # measured on main: "cannot write '/proc/<pid>/fd/pipe:[...]'"
+    expected = _expected_csv(csv_file, tmp_path)
+    result = subprocess.run(
+        [str(SCRIPT), "impute", str(csv_file), "-o", "/dev/stdout", *PPCA_2],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stderr == b""
+    assert result.stdout == expected
+
+
+def _fitting(pid: int) -> bool:
+    """Whether process ``pid`` has loaded JAX, which the command line imports for its
+    first fit (Linux)."""
+    return "jaxlib" in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.parametrize(
+    "signum, old_output",
+    [(2, None), (15, "old contents\n")],  # SIGINT, new output; SIGTERM, over an old one
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_interrupt_exits_128_plus_signal_with_one_line_and_no_output(
+    csv_file, tmp_path, signum, old_output
+):
+    # measured on main: one interrupted imputation in 20 ran on and exited 0; the others
+    # printed tracebacks of 28-74 lines
+    import signal
+    import time
+
+    out = tmp_path / "out.csv"
+    if old_output is not None:
+        out.write_text(old_output)
+    # --model auto: a search of many fits, tens of seconds of work to interrupt
+    command = [str(SCRIPT), "impute", str(csv_file), "-o", str(out), "--model", "auto", "-q"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _fitting(process.pid):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signum
+    assert err.splitlines() == [f"latentlab impute: interrupted by {signal.Signals(signum).name}"]
+    if old_output is None:
+        assert not out.exists()
+    else:
+        assert out.read_text() == old_output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["data.csv", *(["out.csv"] if old_output else [])]
+    )
+
+
+@pytest.mark.parametrize(
+    "stdout, status, message",
+    [
+        ("/dev/full", 1, "latentlab impute: error: cannot write standard output: No space left"),
+        ("closed", 1, "latentlab impute: error: standard output is closed"),
+        ("reader gone", 141, None),  # quietly, as `cat` in a pipe whose reader left
+    ],
+    ids=["full-disk", "closed", "reader-gone"],
+)
+def test_unwritable_stdout_is_one_line_not_a_traceback(csv_file, stdout, status, message):
+    # measured on main: tracebacks (OSError: [Errno 28]; AttributeError on None)
+    command = [str(SCRIPT), "impute", str(csv_file), "-o", "-", *PPCA_2]
+    if stdout == "closed":
+        line = " ".join(f"'{part}'" for part in command)
+        result = subprocess.run(
+            ["sh", "-c", f"{line} >&-"], capture_output=True, text=True, timeout=300, check=False
+        )
+        returncode, err = result.returncode, result.stderr
+    elif stdout == "/dev/full":
+        with open("/dev/full", "w") as full:
+            result = subprocess.run(
+                command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300, check=False
+            )
+        returncode, err = result.returncode, result.stderr
+    else:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        process.stdout.close()  # the reader leaves before anything is written
+        err = process.stderr.read()
+        returncode = process.wait(timeout=300)
+        process.stderr.close()
+    assert returncode == status
+    if message is None:
+        assert err == ""
+    else:
+        assert len(err.splitlines()) == 1 and err.startswith(message)
