@@ -25,15 +25,20 @@ _chunk_stats_jit = jax.jit(_chunk_stats)
 
 
 def summarise_chunk(X, pilot, offset):
-    """The summary of one chunk of raw rows (float64), rows numbered from ``offset``."""
+    """The summary of one chunk of raw rows (float64), rows numbered from ``offset``:
+    column moments, moments of the complete rows, the sums of the rows with missing
+    entries and their indices, and each column's (largest, smallest) observed value
+    (NaN where none), for the magnitude check that squares cannot make (a spread of
+    1e-200 has a variance of 0)."""
     n, d = X.shape
+    extremes = (np.fmax.reduce(X, axis=0), np.fmin.reduce(X, axis=0))
     if np.isfinite(X).all():
         # complete chunk (the common case): one product; the columns' moments are
         # the scatter's diagonal
         complete = block_moments(X - pilot)
         columns = Moments(np.full(d, float(n)), complete.mean, np.diag(complete.second).copy())
         zeros = [np.zeros(d), np.zeros((d, d)), np.zeros((d, d)), np.zeros((d, d)), np.zeros(d)]
-        return columns, complete, 0, zeros, np.zeros(0, np.int64)
+        return columns, complete, 0, zeros, np.zeros(0, np.int64), extremes
     if np.isinf(X).any():
         raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
     mask = ~np.isnan(X)
@@ -53,7 +58,7 @@ def summarise_chunk(X, pilot, offset):
     Xz, m = Xp[~complete], mask[~complete].astype(np.float64)
     sums = [Xz.sum(axis=0), Xz.T @ Xz, Xz.T @ m, m.T @ m, m.sum(axis=0)]
     rows = offset + np.flatnonzero(~complete)
-    return columns, block_moments(Xp[complete]), int(Xz.shape[0]), sums, rows
+    return columns, block_moments(Xp[complete]), int(Xz.shape[0]), sums, rows, extremes
 
 
 def pilot_mean(first):

@@ -163,18 +163,29 @@ def check_magnitude(X, who: str = "X", *, dtype=np.float64, check_spread: bool =
         return
     top, bottom = _column_range(X)
     magnitude = np.fmax(np.abs(top), np.abs(bottom))
+    check_column_scales(magnitude, top - bottom, entries, who, dtype, check_spread)
+
+
+def check_column_scales(magnitude, spread, entries, who="X", dtype=np.float64, check_spread=True):
+    """:func:`check_magnitude` from per-column summaries: the largest magnitude and
+    the spread of each column (NaN for a column with every entry missing), over
+    ``entries`` entries.  The chunked routes, which never hold X whole, pass the
+    column extremes their one pass keeps (squares would not do: a spread of 1e-200
+    has a variance of exactly 0)."""
+    magnitude, spread = np.asarray(magnitude, float), np.asarray(spread, float)
     largest = float(np.fmax.reduce(magnitude))
     if np.isnan(largest):  # every entry is missing
         return
     limit = np.sqrt(np.finfo(np.float64).max / entries)
-    if largest >= limit:
+    if not largest < limit:  # inf too: a pass's sums of squares overflowed
         raise ValueError(
             f"{who} has values as large as {largest:.3g} in magnitude, in "
-            f"{_columns(np.flatnonzero(magnitude >= limit))}: sums of their squares over "
-            f"its {entries} entries overflow float64 (limit {limit:.3g} for this size). "
-            f"Rescale {who} first, e.g. divide it by a power of ten."
+            f"{_columns(np.flatnonzero(~(magnitude < limit) & ~np.isnan(magnitude)))}: sums "
+            f"of their squares over its {entries} entries overflow float64 (limit "
+            f"{limit:.3g} for this size). Rescale {who} first, e.g. divide it by a power "
+            "of ten."
         )
-    spread = top - bottom  # NaN for a column with every entry missing: never refused
+    # NaN spread: a column with every entry missing, never refused
     precision = np.finfo(dtype)
     if precision.dtype == np.float32:
         limit = np.sqrt(precision.max / entries)

@@ -34,6 +34,7 @@ from latentlab._chunk_tasks import (
     summarise_block,
     summarise_chunk,
 )
+from latentlab._validation import check_column_scales
 from latentlab.closed_form.eigensolvers import one_blas_thread
 from latentlab.inference.chunked import (
     Moments,
@@ -80,9 +81,11 @@ class GaussianSummary:
         self.sums = [np.zeros(d), np.zeros((d, d)), np.zeros((d, d)), np.zeros((d, d)), np.zeros(d)]
         self.missing_rows = []
         self.parts_with_missing = []  # which chunks (Dask blocks) hold such rows
+        self.top, self.bottom = np.full(d, np.nan), np.full(d, np.nan)  # observed extremes
 
     def add(self, part):
-        columns, complete, n_missing, sums, rows = part
+        columns, complete, n_missing, sums, rows, (top, bottom) = part
+        self.top, self.bottom = np.fmax(self.top, top), np.fmin(self.bottom, bottom)
         if n_missing:
             self.parts_with_missing.append(len(self.missing_rows))
         self.columns = merge_moments(self.columns, columns)
@@ -103,6 +106,9 @@ class GaussianSummary:
             )
         c = self.columns.mean  # observed means, pilot coordinates
         column_variance = np.maximum(self.columns.second / count, 0.0)
+        # the in-memory routes' magnitude check, from the pass's column extremes
+        magnitude = np.fmax(np.abs(self.top), np.abs(self.bottom))
+        check_column_scales(magnitude, self.top - self.bottom, int(count.sum()))
         n_c = self.complete.count
         delta = self.complete.mean - c
         complete = (n_c, n_c * delta, self.complete.second + n_c * np.outer(delta, delta))
