@@ -1,13 +1,15 @@
 """The command line's arguments: the ``impute``, ``compare`` and ``demo`` subcommands,
-their options and the argparse types that check them.
+their options, the argparse types that check them, and :func:`parse_args`, which
+takes back a file name written after an option of several words.
 
 Split from :mod:`latentlab.cli`, which runs the commands."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
-__all__ = ["parse_ks"]
+__all__ = ["parse_args", "parse_ks"]
 
 DATASETS = ("wine", "digits", "breast_cancer", "diabetes")
 FAMILY_NAMES = ("ppca", "fa", "bpca", "gmm")
@@ -62,8 +64,25 @@ def parse_ks(text: str) -> list[int]:
     return values
 
 
+class _Words(argparse.Action):
+    """An option of one or more words (``nargs="+"``) that records each occurrence's
+    words on the namespace, so that :func:`parse_args` can take back the file name
+    argparse gave it. ``allowed``: the words it accepts, checked after that."""
+
+    def __init__(self, option_strings, dest, allowed=None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.allowed = allowed
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        words = list(values)
+        setattr(namespace, self.dest, words)
+        occurrences = getattr(namespace, "_words_given", [])
+        namespace._words_given = [*occurrences, (option_string, self, words)]
+
+
 def _input_options(sub) -> None:
-    sub.add_argument("data", help="CSV file with a header row; empty cells are missing")
+    data = sub.add_argument("data", help="CSV file with a header row; empty cells are missing")
+    data.required = False  # parse_args requires it, once it has looked in --exclude etc.
     sub.add_argument(
         "--delimiter",
         type=_delimiter,
@@ -79,6 +98,7 @@ def _input_options(sub) -> None:
     )
     sub.add_argument(
         "--na-values",
+        action=_Words,
         nargs="+",
         default=None,
         metavar="TEXT",
@@ -86,17 +106,19 @@ def _input_options(sub) -> None:
     )
     sub.add_argument(
         "--exclude",
+        action=_Words,
         nargs="+",
         default=[],
         metavar="COLUMN",
-        help="columns to leave out of the model and copy through unchanged (e.g. ids, names); "
-        "list them after the file name",
+        help="columns to leave out of the model and copy through unchanged into every "
+        "output (e.g. ids, names)",
     )
     sub.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sub.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The command line's parser and its subcommands' parsers, by name."""
     parser = argparse.ArgumentParser(
         prog="latentlab",
         description="Latent-variable models declared once in NumPyro, fitted by jit-compiled EM.",
@@ -111,7 +133,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Fill in the empty cells of a CSV file with their conditional mean "
         "given the observed cells of the same row, under a latent-variable model fitted "
         "to the observed cells (missing at random assumed). The output has exactly the "
-        "input's columns and rows; observed cells are unchanged.",
+        "input's columns and rows; observed cells are copied as written, imputed ones "
+        "written as the shortest number that reads back as the computed value.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -119,13 +142,8 @@ def _parser() -> argparse.ArgumentParser:
     impute.add_argument(
         "-o", "--output", required=True, help="where to write the filled CSV ('-' = stdout)"
     )
-    impute.add_argument(
-        "--full-precision",
-        action="store_true",
-        help="write imputed cells in full (the shortest text that reads back as the exact "
-        "float64 value); by default each column's imputed cells get the precision of "
-        "its cells in the input (e.g. 2 decimals), and every other cell is copied as written",
-    )
+    # once the choice of full precision over the input's; now always so, kept for scripts
+    impute.add_argument("--full-precision", action="store_true", help=argparse.SUPPRESS)
     impute.add_argument(
         "--model",
         choices=("auto", *FAMILY_NAMES),
@@ -146,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         "--std",
         default=None,
         metavar="FILE",
-        help="also write the conditional standard deviation of each cell (0 if observed)",
+        help="also write the conditional standard deviation of each cell (0 if observed; "
+        "the --exclude columns copied through)",
     )
     impute.add_argument(
         "--interval",
@@ -154,8 +173,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar=("LOWER", "UPPER"),
         help="also write the lower and upper ends of a central interval for each cell "
-        "(the cell itself if observed), calibrated so that it contains --level of "
-        "observed cells hidden and predicted from a refit",
+        "(the cell itself if observed; the --exclude columns copied through), calibrated "
+        "so that it contains --level of observed cells hidden and predicted from a refit",
     )
     impute.add_argument(
         "--level",
@@ -182,9 +201,11 @@ def _parser() -> argparse.ArgumentParser:
     _input_options(compare)
     compare.add_argument(
         "--models",
+        action=_Words,
         nargs="+",
-        choices=FAMILY_NAMES,
+        allowed=FAMILY_NAMES,  # not choices: argparse would refuse a file name among them
         default=["ppca", "fa"],
+        metavar="{" + ",".join(FAMILY_NAMES) + "}",
         help="model families to fit (default: ppca fa)",
     )
     compare.add_argument(
@@ -214,4 +235,57 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--folds", type=int, default=5, help="cross-validation folds")
     demo.add_argument("--missing", type=float, default=0.1, help="fraction of entries to hide")
     demo.add_argument("--seed", type=int, default=0, help="random seed")
-    return parser
+    return parser, {"impute": impute, "compare": compare, "demo": demo}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line, parsed and checked; a malformed one exits with status 2 and
+    a usage message, as argparse does.
+
+    argparse gives an option of several words (``--exclude``, ``--na-values``,
+    ``--models``) every word up to the next option, so in ``impute --exclude id name
+    data.csv -o out.csv`` the file name becomes a column to exclude and no file name
+    is left. Where none is left, it is taken back from the last word of such an
+    option that got two words or more (the option keeps at least one): the only such
+    option, or of several, the only one whose last word names an existing path. A
+    command line that names its file anywhere else means what it meant to argparse.
+    """
+    parser, commands = _parsers()
+    args = parser.parse_args(argv)
+    command = commands[args.command]
+    occurrences = vars(args).pop("_words_given", [])
+    if args.command != "demo" and args.data is None:
+        args.data = _take_back_file_name(occurrences)
+        if args.data is None:
+            command.error(
+                "the following arguments are required: data (write the file name before "
+                "an option that takes several words, such as --exclude)"
+            )
+    for option, action, words in occurrences:
+        wrong = [w for w in words if action.allowed is not None and w not in action.allowed]
+        if wrong:
+            choices = ", ".join(map(repr, action.allowed))
+            command.error(
+                f"argument {option}: invalid choice: {wrong[0]!r} (choose from {choices})"
+            )
+    if args.command == "demo":
+        if not 0 < args.missing < 1:
+            command.error("--missing must be between 0 and 1")
+        if args.max_components < 1 or args.folds < 2:
+            command.error("--max-components must be >= 1 and --folds >= 2")
+    if args.command == "compare" and args.folds < 2:
+        command.error("--folds must be >= 2")
+    if args.command == "impute" and args.k is not None and args.k < 1:
+        command.error("-k must be a positive integer")
+    return args
+
+
+def _take_back_file_name(occurrences) -> str | None:
+    """The file name an option of several words took, removed from its words; None
+    when no option, or more than one, can have taken it."""
+    candidates = [words for _, _, words in occurrences if len(words) >= 2]
+    if len(candidates) > 1:
+        candidates = [words for words in candidates if os.path.exists(words[-1])]
+    if len(candidates) != 1:
+        return None
+    return candidates[0].pop()

@@ -1,6 +1,7 @@
 """The command line's CSV files: reading a table (delimiter and decimal mark guessed or
 given, cells kept as written), choosing its numeric columns, and writing the filled
-table, its standard deviations and interval bounds (atomically, never over the input).
+table, its standard deviations and interval bounds (computed cells in full, every
+other cell as written; atomically, never over the input).
 
 Split from :mod:`latentlab.cli`, which runs the commands."""
 
@@ -150,42 +151,23 @@ def _decimal_commas(texts) -> bool:
     )
 
 
-def _formatter(texts, decimal: str):
-    """Format numbers with the precision of a column's cells as written: as many
-    decimals as its most precise cell, or as many significant digits in
-    scientific notation if any cell uses an exponent."""
-    places, digits, scientific = 0, 1, False
-    for cell in texts.dropna():
-        mantissa, exponent, _ = cell.strip().lower().partition("e")
-        scientific |= bool(exponent)
-        whole, _, fraction = mantissa.lstrip("+-").partition(decimal)
-        places = max(places, len(fraction))
-        digits = max(digits, len((whole + fraction).lstrip("0")) or 1)
-    spec = f".{digits - 1}e" if scientific else f".{places}f"
-
-    def fmt(value: float) -> str:
-        return format(value, spec).replace(".", decimal)
-
-    return fmt
+def _shortest(value: float, decimal: str) -> str:
+    """The shortest text that reads back as exactly ``value`` (Python's float repr,
+    up to 17 significant digits), with the input's decimal mark."""
+    return repr(float(value)).replace(".", decimal)
 
 
-def _filled_table(table: Table, data, filled, full_precision: bool):
-    """The output table: every cell as written in the input, except the imputed ones,
-    written with their column's precision (or in full: the shortest exact text)."""
+def _output_table(table: Table, values, computed=None):
+    """A table shaped like the input, under its header: every cell as written in the
+    input (the columns left out of the model included), except the cells of
+    ``values``' columns where the boolean frame ``computed`` is true (all of them if
+    None), which get the shortest text that reads back as their float."""
     out = table.text.copy()
-    for name in data.columns:
-        gaps = data[name].isna().to_numpy()
-        if not gaps.any():
-            continue
-        if full_precision:
-
-            def fmt(value, decimal=table.decimal):
-                return repr(float(value)).replace(".", decimal)
-
-        else:
-            fmt = _formatter(table.text[name][~gaps], table.decimal)
+    for name in values.columns:
+        numbers = values[name].to_numpy(dtype=np.float64)
+        rows = slice(None) if computed is None else computed[name].to_numpy(dtype=bool)
         column = out[name].to_numpy(dtype=object)
-        column[gaps] = [fmt(v) for v in filled[name].to_numpy(dtype=np.float64)[gaps]]
+        column[rows] = [_shortest(v, table.decimal) for v in numbers[rows]]
         out[name] = column
     out.columns = table.header
     return out
@@ -249,16 +231,3 @@ def _write_tables(tables, delimiter, decimal=".") -> None:
         if err.filename is None:  # standard output
             raise
         raise InputError(f"cannot write {err.filename!r}: {err.strerror}") from None
-
-
-def _numeric_columns_of(table: Table, values):
-    """A float table shaped like the input: ``values``' columns, empty elsewhere
-    (columns excluded from the model), under the input's header."""
-    import pandas as pd
-
-    frame = table.frame
-    out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=np.float64)
-    for name in values.columns:
-        out[name] = values[name]
-    out.columns = table.header
-    return out

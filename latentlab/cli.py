@@ -16,14 +16,13 @@ import warnings
 
 import numpy as np
 
-from latentlab._cli_parser import _parser
+from latentlab._cli_parser import parse_args
 from latentlab._cli_parser import parse_ks as parse_ks  # re-exported: latentlab.cli.parse_ks
 from latentlab._cli_tables import (
     InputError,
     _check_paths,
-    _filled_table,
-    _numeric_columns_of,
     _numeric_part,
+    _output_table,
     _write_tables,
     read_table,
 )
@@ -152,14 +151,17 @@ def run_impute(args) -> int:
         shown = imputer.selection_.drop(columns=["note"])
         say(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     say(f"imputed with {chosen['model']} (K={chosen['n_components']})")
-    # compute every table before writing any: a failure leaves no output half-done
-    outputs = [(_filled_table(table, data, filled, args.full_precision), args.output)]
+    # compute every table before writing any: a failure leaves no output half-done.
+    # Observed cells are copied as written (bounds equal them there), so each output
+    # joins back to the input row by row, by its --exclude columns too
+    gaps = data.isna()
+    outputs = [(_output_table(table, filled, gaps), args.output)]
     if args.std is not None:
-        outputs.append((_numeric_columns_of(table, std), args.std))
+        outputs.append((_output_table(table, std), args.std))
     if args.interval is not None:
         bounds = imputer.impute_interval(data, level=args.level, calibrate=not args.plug_in)
         for bound, path in zip(bounds, args.interval, strict=True):
-            outputs.append((_numeric_columns_of(table, bound), path))
+            outputs.append((_output_table(table, bound, gaps), path))
         if not args.plug_in:
             nominal = imputer.calibrated_level(args.level)
             say(f"{args.level:.0%} intervals calibrated on held-out cells (nominal {nominal:.1%})")
@@ -316,17 +318,7 @@ def _short_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (see ``latentlab --help``)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        if not 0 < args.missing < 1:
-            parser.error("--missing must be between 0 and 1")
-        if args.max_components < 1 or args.folds < 2:
-            parser.error("--max-components must be >= 1 and --folds >= 2")
-    if args.command == "compare" and args.folds < 2:
-        parser.error("--folds must be >= 2")
-    if args.command == "impute" and args.k is not None and args.k < 1:
-        parser.error("-k must be a positive integer")
+    args = parse_args(argv)
     if sys.stdout is None and _writes_to_stdout(args):
         # e.g. `latentlab impute d.csv -o - >&-`: Python drops what is printed to a
         # closed stdout, so the results would be lost without a word

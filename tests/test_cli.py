@@ -15,6 +15,7 @@ import pytest
 from oracles import hide_at_random, planted_low_rank
 
 from latentlab import Imputer
+from latentlab._cli_parser import parse_args
 from latentlab.cli import main, parse_ks
 
 N, D = 240, 6
@@ -166,6 +167,74 @@ def test_parse_ks():
             parse_ks(bad)
 
 
+def test_options_before_the_file_name_give_the_same_output(frame, tmp_path):
+    # measured (issue 34): `impute --exclude id name data.csv` failed with "the following
+    # arguments are required: data": --exclude took the file name as a third column
+    path = tmp_path / "named.csv"
+    frame.assign(id=range(N), name="n").to_csv(path, index=False)
+    out = [tmp_path / f"out{i}.csv" for i in range(3)]
+    exclude, model = ["--exclude", "id", "name"], ["--model", "ppca", "-k", "2", "-q"]
+    assert main(["impute", str(path), *exclude, "-o", str(out[0]), *model]) == 0
+    assert main(["impute", *exclude, str(path), "-o", str(out[1]), *model]) == 0
+    assert main(["impute", *model, "-o", str(out[2]), *exclude, str(path)]) == 0
+    assert out[0].read_bytes() == out[1].read_bytes() == out[2].read_bytes()
+    assert pd.read_csv(out[1])["name"].eq("n").all()
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["impute", "--exclude", "id", "name", "data.csv", "-o", "o.csv"], {}),
+        (["impute", "-o", "o.csv", "--exclude", "id", "name", "data.csv"], {}),
+        (["impute", "data.csv", "-o", "o.csv", "--exclude", "id", "name"], {}),
+        (
+            # two options could have taken it: the one whose last word is a file did
+            ["impute", "--na-values", "NA", "data.csv", "-o", "o.csv", "--exclude", "id", "name"],
+            {"na_values": ["NA"]},
+        ),
+        (["impute", "--interval", "lo.csv", "up.csv", "data.csv", "-o", "o.csv"], {"exclude": []}),
+        (
+            ["compare", "--models", "ppca", "fa", "data.csv"],
+            {"exclude": [], "models": ["ppca", "fa"]},
+        ),
+        (
+            ["compare", "--na-values", "-", "data.csv", "--models", "fa"],
+            {"exclude": [], "models": ["fa"]},
+        ),
+    ],
+    ids=["before", "last", "first", "two-lists", "interval", "models", "models-after"],
+)
+def test_file_name_is_found_before_or_after_options_of_several_words(
+    argv, expected, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    Path("data.csv").write_text("a,b\n1,2\n")
+    args = parse_args(argv)
+    assert args.data == "data.csv"
+    for option, words in {"exclude": ["id", "name"], **expected}.items():
+        assert getattr(args, option) == words
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["impute", "-o", "o.csv"], "required: data"),
+        (["impute", "--na-values", "NA", "x", "--exclude", "a", "b", "-o", "o"], "required: data"),
+        (["compare", "--models", "ppca", "pca", "data.csv"], "invalid choice: 'pca'"),
+        (["compare", "data.csv", "--models", "ppca", "pca"], "invalid choice: 'pca'"),
+        (["compare", "data.csv", "--folds", "1"], "--folds must be >= 2"),
+    ],
+    ids=["no-file", "ambiguous", "bad-model", "bad-model-last", "folds"],
+)
+def test_malformed_command_lines_exit_2_naming_the_problem(argv, message, tmp_path, capsys):
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path / w) if w == "data.csv" else w for w in argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: latentlab " + argv[0]) and message in err.splitlines()[-1]
+
+
 # -- output paths, precision, pipes, headers -------------------------------------------
 
 
@@ -221,24 +290,57 @@ def test_in_place_output_is_atomic_and_keeps_permissions(frame, csv_file, tmp_pa
     assert sorted(tmp_path.iterdir()) == [csv_file] and (csv_file.stat().st_mode & 0o777) == 0o640
 
 
-def test_imputed_cells_get_the_inputs_precision(frame, tmp_path):
-    # two decimals in, two decimals out; observed cells are copied as written
-    path, out = tmp_path / "two.csv", tmp_path / "out.csv"
-    frame.to_csv(path, index=False, float_format="%.2f")
-    argv = ["impute", str(path), "--model", "ppca", "-k", "2", "-q"]
-    assert main([*argv, "-o", str(out)]) == 0
-    text_in = pd.read_csv(path, dtype=str).to_numpy()
+def test_imputed_cells_round_trip_and_observed_cells_are_copied_as_written(frame, tmp_path):
+    # measured (issue 34): with cells like 4.1296 and 12.5 in a column, imputed cells
+    # were rounded to its longest cell's decimals and padded with zeros (4.129600)
+    path, out = tmp_path / "mixed.csv", tmp_path / "out.csv"
+    formats = dict(a="{:.4f}", b="{:.4f}", c="{:.1f}", d="{:.1f}", e="{:.2f}", f="{:g}")
+    text_in = pd.DataFrame({c: frame[c].map(formats[c].format) for c in COLUMNS})
+    text_in = text_in.mask(frame.isna(), "")
+    text_in.loc[0, ["a", "c", "e"]] = ["4.1296", "12.5", "12.50"]
+    text_in.to_csv(path, index=False)
+    argv = ["impute", str(path), "--model", "ppca", "-k", "2", "-q", "-o", str(out)]
+    assert main(argv) == 0
     text_out = pd.read_csv(out, dtype=str).to_numpy()
-    observed = frame.notna().to_numpy()
-    np.testing.assert_array_equal(text_out[observed], text_in[observed])
-    assert all(len(cell.split(".")[1]) == 2 for cell in text_out[~observed])
-    # the values are the imputer's on the same data, rounded to 2 decimals
+    observed = pd.read_csv(path).notna().to_numpy()
+    np.testing.assert_array_equal(text_out[observed], text_in.to_numpy()[observed])
+    assert list(text_out[0, [0, 2, 4]]) == ["4.1296", "12.5", "12.50"]
+    # imputed: the shortest text that reads back as exactly the imputer's float
     expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(pd.read_csv(path))
-    np.testing.assert_allclose(
-        text_out[~observed].astype(float), expected.to_numpy()[~observed], atol=0.005 + 1e-12
-    )
-    assert main([*argv, "-o", str(out), "--full-precision"]) == 0
-    np.testing.assert_array_equal(pd.read_csv(out).to_numpy(), expected.to_numpy())
+    imputed = text_out[~observed]
+    assert all(cell == repr(float(cell)) for cell in imputed)  # no padding zeros
+    np.testing.assert_array_equal(imputed.astype(float), expected.to_numpy()[~observed])
+    assert max(len(cell.partition(".")[2]) for cell in imputed) > 4  # not cut to 4 places
+    # --full-precision, once needed for this, is still accepted and changes nothing
+    before = out.read_bytes()
+    assert main([*argv, "--full-precision"]) == 0
+    assert out.read_bytes() == before
+
+
+def test_std_and_interval_files_carry_the_excluded_columns(frame, tmp_path):
+    # measured (issue 34): the id and text columns were empty in --std/--interval files
+    path = tmp_path / "ids.csv"
+    ids = frame.assign(id=[f"r{i:03d}" for i in range(N)], name=["x y"] * (N - 1) + [None])
+    ids.to_csv(path, index=False)
+    files = {name: tmp_path / f"{name}.csv" for name in ("out", "std", "lower", "upper")}
+    argv = ["impute", str(path), "-o", str(files["out"]), "--model", "ppca", "-k", "2", "-q"]
+    argv += ["--exclude", "id", "name", "--std", str(files["std"]), "--plug-in"]
+    assert main([*argv, "--interval", str(files["lower"]), str(files["upper"])]) == 0
+    imp = Imputer("ppca", n_components=2, random_state=0).fit(frame)
+    _, std = imp.transform(frame, return_std=True)
+    lower, upper = imp.impute_interval(frame, level=0.9)
+    text_in = pd.read_csv(path, dtype=str)
+    observed = frame.notna().to_numpy()
+    for name, values in dict(std=std, lower=lower, upper=upper).items():
+        text = pd.read_csv(files[name], dtype=str)
+        assert list(text.columns) == [*COLUMNS, "id", "name"]
+        pd.testing.assert_frame_equal(text[["id", "name"]], text_in[["id", "name"]])
+        # computed cells in full: they read back as exactly the library's floats
+        np.testing.assert_array_equal(text[COLUMNS].to_numpy(dtype=float), values.to_numpy())
+        if name != "std":  # bounds are the observed cells themselves, as written
+            np.testing.assert_array_equal(
+                text[COLUMNS].to_numpy()[observed], text_in[COLUMNS].to_numpy()[observed]
+            )
 
 
 def test_decimal_commas_and_duplicate_headers_round_trip(frame, tmp_path):
@@ -247,7 +349,7 @@ def test_decimal_commas_and_duplicate_headers_round_trip(frame, tmp_path):
     header = ["a", "b", "a", "d", "e", "f"]
     frame.set_axis(header, axis=1).to_csv(path, index=False, sep=";", decimal=",")
     argv = ["impute", str(path), "-o", str(out), "--model", "ppca", "-k", "2", "-q"]
-    assert main([*argv, "--decimal", ",", "--full-precision"]) == 0
+    assert main([*argv, "--decimal", ","]) == 0
     assert out.read_text().splitlines()[0] == "a;b;a;d;e;f"  # not a.1
     written = pd.read_csv(out, sep=";", decimal=",")
     expected = Imputer("ppca", n_components=2, random_state=0).fit_transform(frame)
