@@ -10,9 +10,10 @@ The digest detects accidents (truncated downloads, flipped bits, hand edits that
 a field), not tampering: anyone who can edit the file can recompute it.  So ``load``
 does not trust the contents either: it parses the archive itself, checking every
 declared size against the size of the file before allocating anything, refuses
-settings the class does not have, and checks the fitted values (finite, positive
-variances, probabilities on the simplex, shapes consistent with each other) before it
-returns a model.  Whatever is wrong, it raises ``ValueError`` naming the file.
+settings the class does not have, and checks the fitted values against the class's
+description of its fitted state (its attribute names, their dtypes and shapes, and
+values a fit can produce) before it returns a model.  Whatever is wrong, it raises
+``ValueError`` naming the file.
 
 Every piece of fitted state must be a public attribute ending in ``_`` (scikit-learn's
 convention): ``save`` refuses an estimator carrying any other state, so nothing a model
@@ -29,13 +30,12 @@ import hashlib
 import json
 import math
 import os
-import struct
 import sys
 import zipfile
 
 import numpy as np
 
-from latentlab._io_checks import _check_fitted_values, _Corrupt
+from latentlab._io_checks import _Corrupt, validate_restored
 from latentlab._settings import validate_settings
 
 __all__ = ["save", "load"]
@@ -116,6 +116,10 @@ def _is_fitted_name(name) -> bool:
 def save(estimator, path) -> None:
     """Write a fitted estimator to ``path`` (``.npz``).
 
+    An existing file is replaced only once the new one is completely written (a
+    temporary file beside it, renamed over it; :mod:`latentlab._files`), so an
+    interrupted or failed save leaves it as it was.
+
     Raises
     ------
     ValueError
@@ -123,6 +127,8 @@ def save(estimator, path) -> None:
         constructor settings and public fitted attributes (ending in ``_``) of plain
         types, has a callable setting (code cannot be stored), or has a non-finite
         scalar fitted attribute.
+    OSError
+        If the file cannot be written (naming ``path``).
     """
     from sklearn.utils.validation import check_is_fitted
 
@@ -197,30 +203,14 @@ def save(estimator, path) -> None:
     except ValueError as err:
         raise ValueError(f"cannot save {name}: a setting or fitted scalar is not finite") from err
     little_endian = {k: a.astype(a.dtype.newbyteorder("<"), copy=False) for k, a in arrays.items()}
-    with open(os.fspath(path), "wb") as f:
-        np.savez(f, **{_META: blob}, **little_endian)
+    from latentlab._files import write_file
+
+    # through a temporary file renamed over ``path`` once complete: an interrupted or
+    # failed save leaves the previous file intact
+    write_file(os.fspath(path), lambda f: np.savez(f, **{_META: blob}, **little_endian))
 
 
 # -- reading ---------------------------------------------------------------------------
-
-
-# What a damaged zip or .npy header can raise from the standard library / NumPy.
-_PARSE_ERRORS = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    EOFError,
-    OSError,
-    ValueError,
-    KeyError,
-    IndexError,
-    NotImplementedError,
-    RuntimeError,
-    struct.error,
-    UnicodeDecodeError,
-    OverflowError,
-    TypeError,
-    SyntaxError,
-)
 
 
 def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
@@ -331,12 +321,19 @@ def _reject_constant(token):
 
 
 def _read(path):
-    """The meta dict and the arrays of a model file, or ``_Corrupt``."""
+    """The meta dict and the arrays of a model file, or ``_Corrupt``.
+
+    The one place that parses the file.  A damaged archive, ``.npy`` header or JSON
+    document can make the standard library and NumPy raise almost anything (zipfile,
+    struct, ``tokenize.TokenError`` from a header's fallback parser, ``ValueError``
+    from a number past int's digit limit, ``RecursionError``): all of it is reported
+    as ``_Corrupt``, from the original error.
+    """
     try:
         contents = _read_archive(path)
     except _Corrupt as err:
         raise _Corrupt(f"not a readable latentlab model file: {err}") from err
-    except _PARSE_ERRORS as err:
+    except Exception as err:
         raise _Corrupt(
             f"not a readable latentlab model file ({type(err).__name__}: {err})"
         ) from err
@@ -347,8 +344,10 @@ def _read(path):
         raise _Corrupt("corrupted metadata")
     try:
         meta = json.loads(blob.tobytes().decode(), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise _Corrupt(f"corrupted metadata ({err})") from err
+    except _Corrupt:
+        raise
+    except Exception as err:
+        raise _Corrupt(f"corrupted metadata ({type(err).__name__}: {err})") from err
     _check_meta(meta)
     expected = meta.pop("sha256")
     if expected != _digest(meta, contents):
@@ -362,8 +361,11 @@ def load(path):
     Nothing in the file is executed and nothing is allocated before its size is
     checked against the file's.  The SHA-256 digest catches accidental corruption;
     it is no protection against deliberate tampering (anyone can recompute it), so the
-    restored values are checked as a fit checks its own: finite, variances positive,
-    probabilities on the simplex, shapes consistent.
+    restored model is checked against its class's description of its fitted state
+    (:data:`latentlab._io_checks.FITTED_STATE`): the attributes the class has, their
+    dtypes and shapes (consistent with each other and with the fitted counts), and
+    values a fit can produce (finite, variances positive and invertible,
+    probabilities on the simplex, magnitudes whose squares stay finite).
 
     Raises
     ------
@@ -441,7 +443,7 @@ def _load(path):
     for key, value in sparse_matrices.items():
         setattr(estimator, key, value)
     try:
-        _check_fitted_values(estimator, meta["class"], names)
+        validate_restored(estimator, meta["class"], names)
     except _Corrupt:
         raise
     except (ValueError, TypeError, AttributeError, KeyError) as err:

@@ -291,3 +291,94 @@ def test_sparse_fitted_matrix_round_trips_and_bad_indices_are_refused(tmp_path):
     del arrays["components_/indptr"]
     _rewrite(path, meta, arrays)
     assert "needs arrays" in _refused(path)
+
+
+# -- saving over an existing file ------------------------------------------------------
+
+# Saves the model at argv[1] over itself, and stops half-way through writing its bytes
+# (np.savez's archive) until it is sent a signal.  With the old in-place writer the file
+# had been truncated by then.
+SAVE_STOPPED_HALF_WAY = """
+import io, sys, time
+import numpy as np
+from latentlab import io as lio
+
+model = lio.load(sys.argv[1])
+savez = np.savez
+
+def savez_half_then_wait(file, *args, **kwargs):
+    archive = io.BytesIO()
+    savez(archive, *args, **kwargs)
+    data = archive.getvalue()
+    file.write(data[: len(data) // 2])
+    file.flush()
+    print("half written", flush=True)
+    time.sleep(60)
+    file.write(data[len(data) // 2 :])
+
+np.savez = savez_half_then_wait
+lio.save(model, sys.argv[1])
+"""
+
+
+def test_a_save_killed_midway_leaves_the_previous_file_loadable(tmp_path):
+    # measured on main: SIGINT, SIGTERM or SIGKILL while saving over an existing model
+    # destroyed it 4 times out of 4
+    import signal
+    import subprocess
+    import sys
+
+    model = latentlab.GaussianRandomProjection(n_components=3, random_state=0).fit(X)
+    signals = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
+    paths = [tmp_path / f"model-{s.name}.npz" for s in signals]
+    for path in paths:
+        model.save(path)
+    saved = paths[0].read_bytes()
+    savers = [  # one each, side by side: each costs a start of Python and JAX
+        subprocess.Popen(
+            [sys.executable, "-c", SAVE_STOPPED_HALF_WAY, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for path in paths
+    ]
+    try:
+        for saver, signum in zip(savers, signals, strict=True):
+            assert saver.stdout.readline() == "half written\n"
+            saver.send_signal(signum)
+            assert saver.wait(timeout=60) != 0
+    finally:
+        for saver in savers:
+            saver.kill()
+            saver.stdout.close()
+    for path, signum in zip(paths, signals, strict=True):
+        assert path.read_bytes() == saved
+        np.testing.assert_array_equal(latentlab.load(path).components_, model.components_)
+        leftovers = list(tmp_path.glob(f".{path.name}.*"))
+        # KeyboardInterrupt unwinds and the writer removes its temporary file; a killed
+        # process leaves it (never in the model's place)
+        assert len(leftovers) == (0 if signum == signal.SIGINT else 1)
+
+
+# -- a file relabelled as another class --------------------------------------------------
+
+
+def test_any_model_relabelled_as_any_other_class_is_refused(fitted, tmp_path):
+    """Each fitted state under every other class's name and genuine settings (so
+    that only the class's description of its fitted state can tell): refused, naming
+    the file, whichever pair."""
+    files = {}
+    for name, est in fitted.items():
+        files[name] = tmp_path / f"{name}.npz"
+        est.save(files[name])
+    contents = {name: _contents(path) for name, path in files.items()}
+    relabelled = tmp_path / "relabelled.npz"
+    for source, (meta, arrays) in contents.items():
+        for target, (target_meta, _) in contents.items():
+            if target == source:
+                continue
+            keys = ("class", "settings", "unsaved_settings")
+            _rewrite(relabelled, {**meta, **{k: target_meta[k] for k in keys}}, arrays)
+            with pytest.raises(ValueError, match="relabelled.npz: "):
+                latentlab.load(relabelled)

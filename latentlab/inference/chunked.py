@@ -5,7 +5,9 @@ do not fit in memory is a sum of the same E-step over row chunks.  This module i
 model-agnostic part:
 
 * :class:`RowChunks` / :func:`row_source`: which inputs take this route, and how they
-  are read (sequential slices of ``chunk_size`` rows, or Dask blocks);
+  are read (sequential slices of ``chunk_size`` rows, or Dask blocks; a memmap's file
+  is checked before each read, :func:`check_mapped_file`, since reading past the end
+  of a truncated file kills the process);
 * :func:`merge_moments`: Chan, Golub & LeVeque's (1979) pairwise update of (count,
   mean, centred second moment), so one pass in float64 about a pilot mean gives sums
   that do not depend on the chunking and survive large means;
@@ -41,6 +43,7 @@ __all__ = [
     "block_moments",
     "row_source",
     "check_chunk_size",
+    "check_mapped_file",
     "is_dask",
     "register",
     "host_sum",
@@ -144,6 +147,7 @@ class RowChunks:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a float64 NumPy array of their own."""
+        self._check_mapped(start, stop)
         out = np.array(self.source[start:stop], dtype=np.float64, copy=True)
         self._release()
         return out
@@ -153,9 +157,17 @@ class RowChunks:
         source = self.source
         if hasattr(source, "oindex"):  # zarr
             return np.asarray(source.oindex[rows, :], dtype=np.float64)
+        if len(rows):
+            self._check_mapped(int(rows[0]), int(rows[-1]) + 1)
         out = np.asarray(source[rows], dtype=np.float64)
         self._release()
         return out
+
+    def _check_mapped(self, start: int, stop: int) -> None:
+        """:func:`check_mapped_file` on rows ``start:stop`` of an array source (a
+        view: slicing an h5py/zarr source would read it)."""
+        if isinstance(self.source, np.ndarray):
+            check_mapped_file(self.source[start:stop])
 
     def gather(self, rows: np.ndarray) -> np.ndarray:
         """The given rows (sorted indices into the whole source) as float64 NumPy,
@@ -181,12 +193,10 @@ class RowChunks:
         """
         if not isinstance(self.source, np.memmap) or self.source.mode == "c":
             return
-        base = self.source.base
-        while base is not None and not isinstance(base, mmap.mmap):
-            base = getattr(base, "base", None)
-        if base is not None and hasattr(mmap, "MADV_DONTNEED"):
+        mapping = _file_mapping(self.source)
+        if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
             try:
-                base.madvise(mmap.MADV_DONTNEED)
+                mapping[0].madvise(mmap.MADV_DONTNEED)
             except (OSError, ValueError):  # closed or unsupported: only a memory hint
                 pass
 
@@ -220,6 +230,49 @@ class RowChunks:
 
         delayed = [dask.delayed(block_fn)(b) for b in self.source.to_delayed().ravel()]
         return list(dask.compute(*delayed))
+
+
+def _file_mapping(array) -> tuple[mmap.mmap, np.memmap] | None:
+    """The ``mmap`` behind a NumPy array and the ``np.memmap`` that maps it (the
+    array itself or an array its ``.base`` chain leads to), or None."""
+    while isinstance(array, np.ndarray):
+        parent = array.base
+        if isinstance(parent, mmap.mmap):
+            return (parent, array) if isinstance(array, np.memmap) else None
+        array = parent
+    return None
+
+
+def check_mapped_file(array) -> None:
+    """Refuse to read a memory-mapped array whose file is now shorter than it.
+
+    Touching a page of a mapping past the end of its file kills the process with
+    SIGBUS, which no ``try`` can catch: a file truncated while a fit reads it (by
+    another process, or a rewrite of the file) would take the whole process down.
+    The file's current size (``fstat`` of the mapping's own descriptor, so a renamed
+    or replaced path does not matter) is compared with the bytes ``array`` spans; a
+    shortfall is a ``ValueError`` naming the file.  Anything else passes.  The file
+    can still shrink between this check and the read, but a fit checks before every
+    chunk.
+    """
+    mapping = _file_mapping(array)
+    if mapping is None or array.size == 0:
+        return
+    mapped, memmap = mapping
+    try:
+        size = mapped.size()
+    except (OSError, ValueError):  # closed, or no size to ask: nothing to compare
+        return
+    # the memmap's first byte is at file offset memmap.offset
+    _, end = np.lib.array_utils.byte_bounds(array)
+    start = memmap.__array_interface__["data"][0]
+    needed = memmap.offset + (end - start)
+    if size < needed:
+        raise ValueError(
+            f"{memmap.filename or 'the memory-mapped file'}: the file is {size} bytes but "
+            f"the rows being read need {needed}; it was truncated while in use (reading "
+            "past its end would kill the process with SIGBUS)"
+        )
 
 
 def _flat_block(block, block_fn):
@@ -317,28 +370,39 @@ class register:
     ``pass_`` is any object with a ``reduce(name, *arrays)`` method returning a pytree
     of NumPy arrays.  The token is an int32 NumPy scalar passed to the program as
     data, so programs compile once whatever the source.
+
+    An error the host raises while a program runs reaches the caller as JAX's
+    runtime error around it; leaving the context raises the host's own error
+    instead (a ``ValueError`` about the data stays one).
     """
 
     def __init__(self, pass_):
         self.pass_ = pass_
+        self.failure = None  # the error pass_.reduce raised inside a program
         with _LOCK:
             self.key = next(_TOKENS) % (2**31 - 1)
         self.token = np.asarray(self.key, np.int32)
 
     def __enter__(self):
-        _SOURCES[self.key] = self.pass_
+        _SOURCES[self.key] = self
         return self.token
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, traceback):
         _SOURCES.pop(self.key, None)
+        if exc is not None and self.failure is not None and exc is not self.failure:
+            raise self.failure from None
         return False
 
 
 def _dispatch(name, token, *arrays):
-    pass_ = _SOURCES.get(int(token))
-    if pass_ is None:
+    registered = _SOURCES.get(int(token))
+    if registered is None:
         raise RuntimeError("latentlab: a chunked EM program ran outside its data source")
-    return pass_.reduce(name, *(np.asarray(a) for a in arrays))
+    try:
+        return registered.pass_.reduce(name, *(np.asarray(a) for a in arrays))
+    except Exception as err:
+        registered.failure = err
+        raise
 
 
 def _to_bits(x):
