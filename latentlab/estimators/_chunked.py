@@ -9,7 +9,8 @@ program on those summaries.  Each E-step asks the host (through
 :func:`latentlab.inference.chunked.host_sum`) for the statistics of the rows with
 missing entries, which it reads again and passes through one jitted chunk function
 at a fixed number of rows.  The driver, its starts and its SQUAREM arithmetic are the
-in-memory program's, so parameters and trace equal the in-memory fit's to round-off.
+in-memory program's, so parameters and trace equal the in-memory fit's to round-off
+(the mixture's k-means start sees every row, as in memory, up to :data:`START_BYTES`).
 
 Rows an E-step revisits (PPCA/FA: those with missing entries; the mixture: every
 row) that fit in ``source.resident_rows`` are instead read once and held in the
@@ -47,6 +48,7 @@ from latentlab.models._gaussian_latent_start import _pad_rows
 from latentlab.models.gaussian_latent import CompleteSummary, GaussianData, OutOfCoreRows
 
 __all__ = [
+    "START_BYTES",
     "GaussianSummary",
     "fit_gaussian_latent",
     "fit_mixture",
@@ -54,6 +56,12 @@ __all__ = [
     "map_row_output",
     "summarise_gaussian",
 ]
+
+# A mixture's start (k-means, or random draws) is made from every row, as in memory,
+# when they take at most this many bytes (a memmap under the same size is fitted in
+# memory anyway: CHUNKED_MIN_BYTES); from that many evenly spaced rows otherwise.
+# The rows are held in the fit program beside the E-step's chunks.
+START_BYTES = 1 << 28
 
 # Most rows per call of the jitted per-row E-step (otherwise the chunk size): it holds
 # (K+1)^2 x rows posterior moments (the in-memory route uses 1024 rows too).
@@ -327,8 +335,11 @@ class MixtureRowsPass:
 
 def fit_mixture(est, source: RowChunks, previous):
     """``GaussianMixture.fit`` on a chunked source: EM over every row each iteration
-    (responsibilities), starts from the first chunk's rows unless ``weights_init``,
-    ``means_init`` and ``precisions_init`` are all given (or ``warm_start``)."""
+    (responsibilities) from the in-memory fit's start -- made from every row, up to
+    :data:`START_BYTES` of them (beyond: from that many evenly spaced rows) -- unless
+    ``weights_init``, ``means_init`` and ``precisions_init`` are all given (or
+    ``warm_start``).  Up to that size the EM iterates are the in-memory fit's to
+    round-off."""
     from sklearn.utils.validation import check_random_state
 
     from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
@@ -353,19 +364,23 @@ def fit_mixture(est, source: RowChunks, previous):
         weights, means, scale = est._user_init(K, d, shift, unit)
     else:
         weights, means, scale = est._warm_init(previous, K, d, shift, unit)
-    first = source.read(0, min(n, source.chunk_size))
-    observed = ~np.isnan(first)
-    Z = np.where(observed, (first - shift) / unit, 0.0)
-    m = Z.shape[0]
-    padded = K
-    if n <= source.resident_rows:
-        # few enough to hold: every row in the program, which is then the in-memory
-        # one (components padded alike), one call per fit and no host round trips
-        X = first if m == n else _read_all(source)
-        held = ~np.isnan(X)
-        padded = mixture_components(K, est._estep_work(held))
     rng = check_random_state(est.random_state)
     need_resp = weights is None or means is None or scale is None
+    resident = n <= source.resident_rows
+    # the start's rows: every row (the in-memory start: k-means, or the random draws,
+    # on all of them) when they take at most START_BYTES; a start from the given
+    # parameters alone needs one chunk (its rows only shape the program)
+    sample = _start_rows(source, every_row=need_resp or resident)
+    observed = ~np.isnan(sample)
+    Z = np.where(observed, (sample - shift) / unit, 0.0)
+    m = Z.shape[0]
+    padded = K
+    if resident:
+        # few enough to hold: every row in the program, which is then the in-memory
+        # one (components padded alike), one call per fit and no host round trips
+        X = sample if m == n else _read_all(source)
+        held = ~np.isnan(X)
+        padded = mixture_components(K, est._estep_work(held))
     n_starts = est.n_init if previous is None else 1
     rows = int(np.prod(padded_size(m, CHUNK, em_rows)))
     with est._precision():
@@ -398,6 +413,19 @@ def fit_mixture(est, source: RowChunks, previous):
     result = (fitted, trace, converged, objective, breakdown)
     counts = columns.count
     return est._store_fit(*result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None)
+
+
+def _start_rows(source: RowChunks, every_row: bool) -> np.ndarray:
+    """The rows a mixture's start is made from (float64): with ``every_row``, all of
+    them when they take at most :data:`START_BYTES`, else that many rows evenly spaced
+    over the source; otherwise the first chunk."""
+    n, d = source.shape
+    if not every_row:
+        return source.read(0, min(n, source.chunk_size))
+    budget = max(START_BYTES // (8 * d), 1)
+    if n <= budget:
+        return _read_all(source)
+    return source.gather(np.unique(np.linspace(0, n - 1, budget).astype(np.int64)))
 
 
 def _read_all(source: RowChunks) -> np.ndarray:
