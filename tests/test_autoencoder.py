@@ -1,16 +1,20 @@
-"""Autoencoder: the linear one recovers PCA's subspace (Baldi & Hornik 1989), a
-non-linear one beats it on a curved manifold, and the estimator surface."""
+"""Autoencoder: the linear one recovers PCA's subspace (Baldi & Hornik 1989) -- at its
+defaults (full-batch L-BFGS on small data) and with Adam --, a non-linear one beats it
+on a curved manifold, and the estimator surface."""
 
 import warnings
 
 import numpy as np
 import pytest
 import scipy.linalg
+from sklearn.datasets import load_wine
 from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import latentlab
+from latentlab.estimators import autoencoder
 
 RNG = np.random.default_rng(0)
 N, D, K = 200, 6, 2
@@ -25,7 +29,14 @@ X = (
 T = RNG.uniform(-1.0, 1.0, N)
 CURVE = np.c_[T, T**2, 0.5 * T**3] + 0.01 * RNG.normal(size=(N, 3))
 
-FULL_BATCH = dict(batch_size=N, tol=0.0, alpha=0.0, learning_rate_init=3e-2, random_state=0)
+FULL_BATCH = dict(
+    solver="adam", batch_size=N, tol=0.0, alpha=0.0, learning_rate_init=3e-2, random_state=0
+)
+WINE = StandardScaler().fit_transform(load_wine().data)  # 178 x 13
+
+
+def _mean_squared_error(model, X):
+    return np.mean(np.sum((model.inverse_transform(model.transform(X)) - X) ** 2, axis=1))
 
 
 def _fit(X, n_components, epochs, **settings):
@@ -82,6 +93,76 @@ def test_linear_maps_agree_with_components(linear):
     )
 
 
+def test_linear_autoencoder_at_its_defaults_reaches_pca_on_wine():
+    # issue 34: 200 epochs of Adam stopped at twice PCA's error (0.87 against 0.45 per
+    # entry); full-batch L-BFGS, what "auto" picks for 178 rows, converges to it
+    pca = PCA(2).fit(WINE)
+    optimum = _mean_squared_error(pca, WINE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        ae = latentlab.Autoencoder(
+            2, hidden_layer_sizes=(), activation="linear", random_state=0
+        ).fit(WINE)
+    assert ae.solver_ == "lbfgs" and ae.converged_ and ae.n_iter_ < 100, ae.n_iter_
+    error = _mean_squared_error(ae, WINE)
+    assert optimum * (1 - 1e-9) <= error <= 1.01 * optimum, (error, optimum)
+    np.testing.assert_allclose(-ae.score(WINE), error)
+    # the decoder spans PCA's subspace (alpha's small shrinkage leaves it in place)
+    angles = scipy.linalg.subspace_angles(ae.components_.T, pca.components_.T)
+    assert np.max(angles) < 5e-3, angles
+    # every L-BFGS iteration is a line-search step that lowered the loss
+    assert ae.loss_curve_.shape == (ae.n_iter_,)
+    assert np.all(np.diff(ae.loss_curve_) <= 0)
+    assert ae.loss_ == ae.loss_curve_[-1]
+
+
+def test_lbfgs_trains_a_nonlinear_network():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # may run all 200 iterations
+        ae = latentlab.Autoencoder(
+            2, hidden_layer_sizes=(8,), activation="tanh", random_state=0
+        ).fit(WINE)
+    assert ae.solver_ == "lbfgs" and 1 < ae.n_iter_ <= 200
+    curve = ae.loss_curve_
+    assert np.all(np.diff(curve) <= 0) and curve[-1] < 0.5 * curve[0]
+    # one tanh layer each side reconstructs wine better than the best linear code
+    pca = PCA(2).fit(WINE)
+    assert _mean_squared_error(ae, WINE) < 0.9 * _mean_squared_error(pca, WINE)
+    assert not hasattr(ae, "components_")
+
+
+@pytest.mark.parametrize(
+    ("settings", "solver"),
+    [
+        (dict(), "lbfgs"),
+        (dict(batch_size=50), "adam"),  # mini-batches asked for
+        (dict(early_stopping=True), "adam"),  # validation epochs asked for
+        (dict(solver="adam"), "adam"),
+        (dict(solver="lbfgs", batch_size=50), "lbfgs"),  # L-BFGS takes every row
+    ],
+)
+def test_auto_solver_is_lbfgs_for_small_data_unless_adam_is_asked_for(settings, solver):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ae = latentlab.Autoencoder(K, activation="linear", max_iter=3, **settings).fit(X)
+    assert ae.solver_ == solver
+
+
+def test_auto_solver_is_adam_for_large_data(monkeypatch):
+    monkeypatch.setattr(autoencoder, "LBFGS_MAX_ROWS", N - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ae = latentlab.Autoencoder(K, activation="linear", max_iter=3).fit(X)
+    assert ae.solver_ == "adam"
+
+
+def test_lbfgs_progress_report_in_data_units(capsys):
+    ae = latentlab.Autoencoder(K, activation="linear", verbose=5, random_state=0).fit(X)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "L-BFGS iteration" in line]
+    assert len(lines) == ae.n_iter_ // 5
+    np.testing.assert_allclose(float(lines[0].split()[-1]), ae.loss_curve_[4], rtol=1e-5)
+
+
 CURVED = dict(hidden_layer_sizes=(16,), activation="relu", batch_size=50)
 
 
@@ -111,6 +192,7 @@ def test_early_stopping_keeps_the_best_validation_epoch():
     ae = latentlab.Autoencoder(
         K,
         activation="linear",
+        solver="adam",
         early_stopping=True,
         validation_fraction=0.2,
         n_iter_no_change=5,
@@ -126,9 +208,17 @@ def test_early_stopping_keeps_the_best_validation_epoch():
     assert int(np.argmax(ae.validation_scores_)) == ae.n_iter_ - 6
 
 
-def test_stopping_at_max_iter_warns():
-    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
-        latentlab.Autoencoder(K, activation="linear", max_iter=2, batch_size=N).fit(X)
+@pytest.mark.parametrize(
+    ("solver", "match"),
+    [
+        ("adam", "training did not converge within max_iter=2 epochs"),
+        ("lbfgs", "L-BFGS did not converge within max_iter=2 iterations"),
+    ],
+)
+def test_stopping_at_max_iter_warns(solver, match):
+    with pytest.warns(ConvergenceWarning, match=match):
+        ae = latentlab.Autoencoder(K, activation="linear", max_iter=2, solver=solver).fit(X)
+    assert ae.n_iter_ == 2 and not ae.converged_
 
 
 @pytest.mark.parametrize(
@@ -139,6 +229,8 @@ def test_stopping_at_max_iter_warns():
         (dict(hidden_layer_sizes=(4, 0)), X, "hidden_layer_sizes"),
         (dict(hidden_layer_sizes="big"), X, "hidden_layer_sizes"),
         (dict(activation="softmax"), X, "activation"),
+        (dict(solver="sgd"), X, "solver"),
+        (dict(solver="lbfgs", early_stopping=True), X, "early_stopping needs solver='adam'"),
         (dict(learning_rate="invscaling"), X, "learning_rate"),
         (dict(learning_rate_init=0.0), X, "learning_rate_init"),
         (dict(batch_size=0), X, "batch_size"),
