@@ -43,9 +43,8 @@ class InputTypeError(ValueError, TypeError):
 def _date_columns(X) -> list[str]:
     """Names of a DataFrame's date, time-span and period columns.
 
-    NumPy cannot cast these to float (``DTypePromotionError``).  Other columns are
-    left to scikit-learn: numbers stored as object or category convert, and text
-    fails with a ``ValueError`` quoting the value.
+    NumPy cannot cast these to float (``DTypePromotionError``).  Text columns are
+    :func:`_text_columns`' business.
     """
     pandas = sys.modules.get("pandas")  # a DataFrame means pandas is imported already
     if pandas is None or not isinstance(X, pandas.DataFrame):
@@ -61,12 +60,39 @@ def _date_columns(X) -> list[str]:
     ]
 
 
+def _text_columns(X) -> tuple[list[str], str]:
+    """Names of a DataFrame's columns whose values do not convert to numbers (text,
+    categories of text, numbers mixed with text or ``pd.NA``), and NumPy's reason for
+    the first of them.
+
+    Only columns of a non-numeric dtype are tried, each converted as scikit-learn
+    converts the frame (``np.asarray(column, dtype=float64)``): numbers stored as
+    objects or as numeric categories convert and are accepted, as before.
+    """
+    pandas = sys.modules.get("pandas")  # a DataFrame means pandas is imported already
+    if pandas is None or not isinstance(X, pandas.DataFrame):
+        return [], ""
+    from pandas.api.types import is_numeric_dtype
+
+    names, first_error = [], ""
+    for j, (name, dtype) in enumerate(X.dtypes.items()):
+        if is_numeric_dtype(dtype):
+            continue
+        try:
+            np.asarray(X.iloc[:, j], dtype=np.float64)
+        except (ValueError, TypeError) as err:
+            names.append(str(name))
+            first_error = first_error or str(err)
+    return names, first_error
+
+
 def check_dense_numeric(X, who: str = "X") -> None:
-    """Refuse sparse matrices, and dates or time spans (NumPy arrays or DataFrame
-    columns), by name.
+    """Refuse sparse matrices, dates or time spans (NumPy arrays or DataFrame
+    columns), and DataFrame columns of text, by name.
 
     scikit-learn's own checks fail on these later with a ``TypeError`` (or NumPy's
-    ``DTypePromotionError`` for DataFrame dates) that does not say which column is the
+    ``DTypePromotionError`` for DataFrame dates) or a ``ValueError`` quoting one value
+    ("could not convert string to float: 'a'") that does not say which column is the
     problem, or, for a NumPy ``datetime64``/``timedelta64`` array, not at all: it
     converts the dates to counts of days or seconds since 1970 and fits those.
     """
@@ -85,6 +111,13 @@ def check_dense_numeric(X, who: str = "X") -> None:
         raise InputTypeError(
             f"{who} has non-numeric column(s) {bad} holding dates or time spans: "
             "latentlab models numbers only; drop them or encode them as numbers first"
+        )
+    bad, reason = _text_columns(X)
+    if bad:
+        raise InputTypeError(
+            f"{who} has non-numeric column(s) {bad} holding text or other values that "
+            f"are not numbers ({reason}): latentlab models numbers only; drop them or "
+            "encode them as numbers first (e.g. one column per category)"
         )
 
 
@@ -229,7 +262,9 @@ def check_data(
     """Validate X as a 2-D float64 array (NaN allowed only when the model handles it).
 
     The one entry for every estimator's data.  Refused, each by a ``ValueError`` that
-    names the problem: ``None``, scalars and arrays of the wrong dimension; infinite
+    names the problem: a memmap whose file was truncated
+    (:func:`~latentlab.inference.chunked.check_mapped_file`); ``None``, scalars and
+    arrays of the wrong dimension; infinite
     values (and NaN unless ``allow_nan``); masked entries of a NumPy masked array
     (NaN when ``allow_nan``) and dates (:func:`check_input_kind`); sparse matrices
     unless ``accept_sparse`` names the formats taken (then X stays sparse, as
@@ -237,6 +272,10 @@ def check_data(
     (``reset``), feature columns whose spread squared underflows
     (:func:`check_magnitude`).
     """
+    # a memmap whose file was truncated would kill the process (SIGBUS) when read
+    from latentlab.inference.chunked import check_mapped_file
+
+    check_mapped_file(X)
     X = check_input_kind(X, allow_nan=allow_nan, accept_sparse=bool(accept_sparse))
     X = validate_data(
         estimator,

@@ -39,7 +39,8 @@ RECIPES = {
     "PLSCanonical": (dict(n_components=2), (X, Y), {"transform": (X, Y), "score": (X, Y)}),
     "PLSSVD": (dict(n_components=2), (X, Y), {"transform": (X, Y)}),
     "PPCA": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
-    "FactorAnalysis": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
+    # one factor: the most 4 features identify (the Ledermann bound)
+    "FactorAnalysis": (dict(n_components=1, random_state=0), (X,), {"transform": (X,)}),
     "BayesianPCA": (dict(n_components=3, random_state=0), (X,), {"transform": (X,)}),
     "SupervisedPCA": (
         dict(n_components=2, random_state=0),

@@ -91,7 +91,8 @@ def test_nuts_runs_on_the_declaration():
         )
         mcmc.run(jax.random.PRNGKey(0), X)
         samples = {k: np.asarray(v) for k, v in mcmc.get_samples().items()}
-    assert samples["W"].shape == (100, 4, 2)
+    # the declaration of the kept component only: the second, pruned, is not sampled
+    assert est.n_components_ == 1 and samples["W"].shape == (100, 4, 1)
     assert np.all(np.isfinite(samples["sigma2"])) and np.all(samples["sigma2"] > 0)
     assert abs(np.median(samples["sigma2"]) - est.noise_variance_) < 0.5 * est.noise_variance_
 
@@ -130,6 +131,57 @@ def test_save_load_round_trip(fitted, planted, tmp_path):
     assert loaded.score(X) == fitted.score(X)
     assert loaded.effective_rank_ == fitted.effective_rank_
     np.testing.assert_array_equal(loaded.impute(X), fitted.impute(X))
+
+
+# -- the fitted model is the kept components (issue 34) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def wine_fit():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X = StandardScaler().fit_transform(load_wine().data)
+    return X, BayesianPCA(random_state=0).fit(X)
+
+
+def test_reports_and_returns_only_the_kept_components(wine_fit):
+    # measured before: n_components_ = 12 with effective_rank_ = 7, and transform gave
+    # 12 columns, 5 of them identically zero
+    X, est = wine_fit
+    assert (est.n_components_max_, est.n_components_, est.effective_rank_) == (12, 7, 7)
+    Z = est.transform(X)
+    assert Z.shape == (178, 7) and np.all(np.std(Z, axis=0) > 0.1)
+    assert est.components_.shape == (7, 13) and est.alpha_.shape == (7,)
+    assert np.all(np.linalg.norm(est.components_, axis=1) > 0.4)
+    assert list(est.get_feature_names_out()) == [f"bayesianpca{k}" for k in range(7)]
+    assert est.inverse_transform(Z).shape == X.shape
+    with pytest.raises(ValueError, match=r"codes of shape \(n_samples, 7\)"):
+        est.inverse_transform(np.zeros((2, 12)))
+    # the full set the fit started from: the kept components, then the pruned ones' zeros
+    np.testing.assert_array_equal(est.components_all_[:7], est.components_)
+    assert est.components_all_.shape == (12, 13) and not est.components_all_[7:].any()
+    # BIC/AIC count the kept components' parameters, as PPCA(7)'s
+    from latentlab.models.ppca import n_parameters
+
+    assert est.n_parameters_ == n_parameters(13, 7)
+
+
+def test_the_trace_ends_at_the_log_joint_of_the_kept_components_model(wine_fit):
+    # after pruning, EM reruns on the model model_ declares (7 components), so the
+    # declared-once contract holds for a pruned fit too
+    X, est = wine_fit
+    assert len(est.log_likelihoods_before_pruning_) > 0  # components were pruned
+    assert is_monotone(est.log_likelihoods_)
+    with jax.enable_x64(True):
+        joint, _ = log_density(est.model_, (X,), {}, est.params_)
+    assert est.log_likelihoods_[-1] == pytest.approx(float(joint), rel=1e-10)
+
+
+def test_warns_when_it_keeps_every_component(planted):
+    X, _, _ = planted  # planted rank 3
+    with pytest.warns(UserWarning, match="kept all 3 components; start with more"):
+        BayesianPCA(3, random_state=0).fit(X)
 
 
 # -- pruning follows the ARD fixed point --------------------------------------------------
@@ -186,6 +238,7 @@ def test_recovers_the_planted_rank_over_a_grid(n, d, rank, noise):
     # the kept columns carry far more than the pruning level, which is far above the
     # pruned ones' (all exactly zero)
     assert np.sum(est.components_[:rank] ** 2, axis=1).min() > 10 * est.prune_level_
+    assert not est.components_all_[rank:].any()
     Q_true, _ = np.linalg.qr(W)
     Q_fit, _ = np.linalg.qr(est.components_[:rank].T)
     assert np.linalg.svd(Q_true.T @ Q_fit, compute_uv=False).min() > 0.95

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 from oracles import dense_observed_loglik, hide_at_random, is_monotone
-from sklearn.datasets import load_iris
+from sklearn.datasets import load_iris, load_wine
 from sklearn.decomposition import FactorAnalysis as SkFA
 
 import latentlab
@@ -30,11 +30,12 @@ def fitted(planted):
     return FactorAnalysis(2, random_state=0).fit(X)
 
 
+@pytest.mark.filterwarnings("ignore:Heywood case")  # petal length is nearly all factor
 def test_iris_reaches_at_least_sklearn_loglik():
+    # one factor: the most iris's four variables identify (the Ledermann bound)
     X = load_iris().data
-    with pytest.warns(UserWarning, match="Heywood"):  # iris with K=2 is a Heywood case
-        est = FactorAnalysis(2, random_state=0).fit(X)
-    assert est.score(X) >= -2.6068743 - 1e-6
+    est = FactorAnalysis(1, random_state=0).fit(X)
+    assert est.score(X) >= -2.81586412 - 1e-6  # scikit-learn's, at tol=1e-8
     assert is_monotone(est.log_likelihoods_)
 
 
@@ -136,11 +137,59 @@ def test_parameter_count_is_capped_at_saturated_gaussian():
 
 
 # (K = 0 is the diagonal-Gaussian baseline: tests/test_baseline_and_mle.py)
-@pytest.mark.parametrize("K", [-1, 9])
+@pytest.mark.parametrize("K", [-1, 5, 9])  # d = 8: the Ledermann bound is 4
 def test_n_components_out_of_range(planted, K):
     X, _, _ = planted
     with pytest.raises(ValueError, match="n_components"):
         FactorAnalysis(K).fit(X)
+
+
+# -- the Ledermann bound (issue 34) -------------------------------------------------------
+
+
+def test_ledermann_bound_is_the_largest_k_with_non_negative_degrees_of_freedom():
+    from latentlab.estimators.factor_analysis import ledermann_bound
+
+    def df(d, K):
+        return ((d - K) ** 2 - (d + K)) / 2
+
+    bounds = {d: ledermann_bound(d) for d in range(1, 31)}
+    assert all(df(d, K) >= 0 and (K == d or df(d, K + 1) < 0) for d, K in bounds.items())
+    assert [bounds[d] for d in (1, 2, 3, 4, 5, 6, 10, 13, 30)] == [0, 0, 1, 1, 2, 3, 6, 8, 22]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # K = 8 in 50 iterations: Heywood, not converged
+def test_factors_beyond_the_ledermann_bound_are_refused_naming_it():
+    # measured before: FactorAnalysis(13) on wine's 13 variables was fitted, with only
+    # a Heywood warning (four noise variances at their floor)
+    X = load_wine().data
+    bound = r"n_components <= 8 \(the Ledermann bound: .*n_features=13\)"
+    with pytest.raises(ValueError, match=bound):
+        FactorAnalysis(13).fit(X)
+    with pytest.raises(ValueError, match=bound):
+        FactorAnalysis(9).partial_fit(X)  # the streaming fit checks it too
+    assert FactorAnalysis(8, max_iter=50).fit(X).n_components_ == 8
+
+
+def test_default_takes_the_ledermann_bound():
+    X = np.random.default_rng(0).normal(size=(50, 5))
+    assert FactorAnalysis().fit(X).n_components_ == 2
+    # two variables identify no factor: the default is the diagonal Gaussian
+    assert FactorAnalysis().fit(X[:, :2]).n_components_ == 0
+
+
+def test_imputer_search_stops_factor_analysis_at_the_bound():
+    from latentlab import impute
+
+    assert impute.max_components("fa", 500, 13) == 8
+    assert impute.default_candidates("fa", 500, 13) == [("fa", K) for K in (1, 2, 3, 5, 8)]
+    assert impute.default_candidates("fa", 500, 4) == [("fa", 1)]
+    # auto's second stage: FA at the best PPCA rank and the next grid rank below,
+    # each capped at the bound (PPCA's best 12 on 13 variables: FA at 8 once)
+    second = impute.default_candidates("auto", 500, 13, best_rank=12)
+    assert [spec for spec in second if spec[0] == "fa"] == [("fa", 8)]
+    second = impute.default_candidates("auto", 500, 10, best_rank=8)
+    assert [spec for spec in second if spec[0] == "fa"] == [("fa", 6), ("fa", 5)]
 
 
 def test_unknown_rotation(planted):
@@ -152,7 +201,9 @@ def test_unknown_rotation(planted):
 def test_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
 
-    check_estimator(FactorAnalysis(1, random_state=0), expected_failed_checks={})
+    # the default K, the Ledermann bound, follows each check's data: one factor is
+    # refused on the checks' two-feature data
+    check_estimator(FactorAnalysis(random_state=0), expected_failed_checks={})
 
 
 def test_save_load_round_trip(fitted, planted, tmp_path):

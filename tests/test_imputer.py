@@ -306,7 +306,7 @@ def test_default_candidates_stay_small():
     assert ("gmm", 2) in second
     assert ("gmm", 2) in default_candidates("auto", 209, 13, best_rank=5)
     assert ("gmm", 2) not in default_candidates("auto", 208, 13, best_rank=5)
-    assert default_candidates("fa", 500, 4) == [("fa", 1), ("fa", 2), ("fa", 3)]
+    assert default_candidates("fa", 500, 4) == [("fa", 1)]  # the Ledermann bound of d = 4
 
 
 # -- Rubin's rules ---------------------------------------------------------------------

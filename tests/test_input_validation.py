@@ -327,3 +327,46 @@ def test_compare_reads_masked_entries_as_missing():
     pd.testing.assert_frame_equal(ours, reference)
     with pytest.raises(ValueError, match="X is a NumPy array of dates"):
         latentlab.compare(models, np.zeros((10, 2), dtype="datetime64[D]"), cv=2)
+
+
+# -- DataFrame columns that are not numbers, named (issue 34) ---------------------------
+
+
+@pytest.mark.parametrize("name", exported_estimators())
+def test_every_estimator_names_the_text_columns_of_a_dataframe(name):
+    # measured: PPCA().fit(frame) said only "could not convert string to float: 'a'"
+    estimator, fit_args = make(name)
+    X = fit_args[0]
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
+    frame.insert(1, "label", ["a", "b"] * (len(X) // 2))
+    # (Imputer words its own refusal of non-numeric dtypes: "column(s): [...]")
+    with pytest.raises(ValueError, match=r"non-numeric column\(s\):? \['label'\]"):
+        estimator.fit(*with_x(fit_args, frame))
+
+
+@pytest.mark.parametrize(
+    "column, accepted",
+    [
+        (pd.Categorical(["low", "high"] * (N // 2)), False),
+        (pd.Series([1.0, pd.NA] * (N // 2), dtype=object), False),  # TypeError before
+        (pd.Series(["x", None] * (N // 2), dtype="string"), False),
+        (pd.Categorical([1.0, 2.0] * (N // 2)), True),  # numbers, as categories
+        (pd.Series(["1.5", "2"] * (N // 2), dtype=object), True),  # numbers, as text
+    ],
+    ids=["text categories", "pd.NA object", "string dtype", "numeric categories", "numerals"],
+)
+def test_only_columns_that_do_not_convert_to_numbers_are_refused(X, column, accepted):
+    # the same columns as scikit-learn's conversion refuses, now by name; every text
+    # column is named, not only the first
+    frame = pd.DataFrame(X, columns=list("abcd")).assign(odd=column, more=column)
+    if accepted:
+        assert latentlab.PPCA(1).fit(frame).n_features_in_ == D + 2
+        return
+    with pytest.raises(InputTypeError, match=r"non-numeric column\(s\) \['odd', 'more'\]"):
+        latentlab.PPCA(1).fit(frame)
+
+
+def test_a_text_column_of_y_is_named_too(X):
+    Y = pd.DataFrame({"y0": X[:, 0], "kind": ["a", "b"] * (N // 2)})
+    with pytest.raises(ValueError, match=r"Y has non-numeric column\(s\) \['kind'\]"):
+        latentlab.CCA(1).fit(X, Y)

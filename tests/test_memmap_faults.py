@@ -97,11 +97,6 @@ def test_file_truncated_during_a_chunked_fit_is_a_value_error(tmp_path, model, d
     _fit_and_truncate(tmp_path, model, data, reads)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="partial_fit reads its chunk in check_data (latentlab/_validation.py), which "
-    "does not call check_mapped_file yet: the subprocess dies of SIGBUS",
-)
 @pytest.mark.parametrize("model", ["PPCA", "FactorAnalysis"])
 def test_file_truncated_between_partial_fit_chunks_is_a_value_error(tmp_path, model):
     _fit_and_truncate(tmp_path, model, "complete", "partial_fit")

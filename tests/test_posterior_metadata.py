@@ -28,7 +28,7 @@ CASES = {
     # the fits of estimator_recipes (compiled programs shared with test_save_load),
     # Bayesian PCA on data with missing entries
     "PPCA": (lambda: latentlab.PPCA(2, random_state=0), (X,)),
-    "FactorAnalysis": (lambda: latentlab.FactorAnalysis(2, random_state=0), (X,)),
+    "FactorAnalysis": (lambda: latentlab.FactorAnalysis(1, random_state=0), (X,)),
     "BayesianPCA": (lambda: latentlab.BayesianPCA(3, random_state=0), (X_MISSING,)),
     "SupervisedPCA": (lambda: latentlab.SupervisedPCA(2, random_state=0), (X, y)),
     "GaussianMixture": (lambda: latentlab.GaussianMixture(2, random_state=0), (X,)),

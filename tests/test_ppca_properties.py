@@ -37,7 +37,8 @@ def data_with_holes(draw):
     "make, examples",
     [
         (lambda K: PPCA(K, max_iter=200, random_state=0), 10),
-        (lambda K: FactorAnalysis(K, max_iter=200, random_state=0), 5),
+        # one factor: the most N_FEATURES = 4 identify (the Ledermann bound)
+        (lambda K: FactorAnalysis(1, max_iter=200, random_state=0), 5),
         (lambda K: BayesianPCA(K, max_iter=200, random_state=0), 5),
     ],
     ids=["PPCA", "FactorAnalysis", "BayesianPCA"],

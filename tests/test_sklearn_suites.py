@@ -99,10 +99,10 @@ EXCLUDED: dict[tuple[str, str], str] = {
     # -- FactorAnalysis (latentlab/estimators/factor_analysis.py)
     # -- FactorAnalysis (latentlab/estimators/factor_analysis.py)
     ("fa", "test_factor_analysis"): (
-        "passes up to its last block (svd_method, loglike_, ConvergenceWarning), then asserts "
-        "cov @ precision == I to 12 decimals: latentlab's EM reaches a Heywood optimum there "
-        "(psi at its floor, 5.7e-6, and a higher likelihood than scikit-learn's), where the "
-        "Woodbury precision (models/gaussian_latent.marginal_precision) is accurate to 3e-10"
+        "fits 3 factors to 5 features (and later 5 to 5): past the Ledermann bound (2 for "
+        "d = 5), where the factors are not identified, so latentlab refuses them with a "
+        "ValueError naming the bound; scikit-learn fits them. (Before that refusal it passed "
+        "up to cov @ precision == I to 12 decimals at a Heywood optimum of K = 5.)"
     ),
     # -- KernelPCA
     ("kpca", "test_kernel_pca"): (

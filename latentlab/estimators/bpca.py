@@ -30,14 +30,19 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     with more components than needed: EM drives the precision alpha_k of unsupported
     columns up and their loadings to zero.  A component whose precision is set by the
     hyperprior rather than by the data (see ``prune_threshold``) is *pruned*: fixed
-    at exactly zero and left out of ``effective_rank_`` and of the parameter count
-    for BIC/AIC.
+    at exactly zero and dropped from the fitted model.  As scikit-learn's PCA reports
+    the components it keeps, ``n_components_``, ``components_``, ``transform``,
+    ``inverse_transform``, ``get_feature_names_out``, ``params_`` and ``model_``
+    describe the kept components only (as do the parameter count for BIC/AIC and
+    ``sample_posterior``); ``n_components_max_`` and ``components_all_`` keep the
+    full set the fit started from.
 
     Parameters
     ----------
     n_components : int or None, default=None
         Maximum number of components K (``1 <= K <= min(n_samples, n_features) - 1``);
-        ``None`` takes the largest allowed value.
+        ``None`` takes the largest allowed value.  The fit starts from K
+        (``n_components_max_``) and keeps ``n_components_`` of them.
     alpha_a : float, default=1.0
         Shape a of the Gamma hyperprior on each alpha_k.
     alpha_b : float, default=1e-3
@@ -64,22 +69,48 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
 
     Attributes
     ----------
-    alpha_ : ndarray (n_components,)
-        Fitted precisions of the columns of W (large = switched off).
+    n_components_ : int
+        Number of components kept: those the prior did not switch off (wine,
+        standardised, 13 features: 7 of the 12 the default starts from).
+    n_components_max_ : int
+        Number of components the fit started from (``n_components``, or its
+        default): ``n_components_`` kept, the rest pruned.
+    components_ : ndarray (n_components_, n_features)
+        Loadings of the kept components, by decreasing norm.
+    components_all_ : ndarray (n_components_max_, n_features)
+        All the components the fit started from: ``components_``, then one row of
+        zeros for each pruned component.
+    alpha_ : ndarray (n_components_,)
+        Fitted precisions of the kept columns of W (a pruned column's would be its
+        data-free value (d + 2a - 2) / 2b).
     effective_rank_ : int
-        Number of components left after pruning.
+        The same as ``n_components_``; kept for code written when ``n_components_``
+        counted the pruned components too.
     prune_level_ : float
         The squared column norm below which a component is pruned,
         ``prune_threshold * 2b``, in the data's units.
     log_likelihoods_ : ndarray
         For a MAP fit this is the log *joint* density (log-likelihood + log prior),
         which EM never decreases; ``score`` is the log-likelihood alone.  When
-        components are pruned, the fit is the MAP with those columns held at zero: EM
-        restarts from the pruned point, and ``log_likelihoods_`` / ``n_iter_`` describe
-        that run (pruning itself can lower the log joint); the first run's trace is
-        ``log_likelihoods_before_pruning_``.
-    components_, mean_, noise_variance_, params_, model_, n_iter_, converged_
+        components are pruned, the fit is the MAP of the model with the kept
+        components: EM restarts from the pruned point, and ``log_likelihoods_`` /
+        ``n_iter_`` describe that run, whose last value is ``model_``'s log joint
+        density at ``params_`` (the step from the first run's model can lower it);
+        the first run's trace is ``log_likelihoods_before_pruning_``.  With
+        ``method="map"`` or ``"svi"`` there is one run, of the model with all
+        ``n_components_max_`` components.
+    mean_, noise_variance_, params_, model_, n_iter_, converged_
         As for :class:`latentlab.PPCA`; ``params_`` adds ``alpha``.
+
+    Examples
+    --------
+    >>> import latentlab
+    >>> from sklearn.datasets import load_wine
+    >>> from sklearn.preprocessing import scale
+    >>> X = scale(load_wine().data)
+    >>> bpca = latentlab.BayesianPCA(random_state=0).fit(X)
+    >>> bpca.n_components_max_, bpca.n_components_, bpca.transform(X).shape
+    (12, 7, (178, 7))
     """
 
     _module = bpca
@@ -166,9 +197,13 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         # the columns by norm, fix their signs, and carry alpha along.
         out = {name: to_numpy(value) for name, value in params._asdict().items()}
         W, alpha = orient_columns(out["W"], out["alpha"])
-        keep = np.asarray(bpca.active_columns(W, self._b(), self.prune_threshold))
-        out["W"], out["alpha"] = W * keep, alpha
-        self.effective_rank_ = int(keep.sum())
+        kept = np.asarray(bpca.active_columns(W, self._b(), self.prune_threshold))
+        # The fitted model is the one with the kept columns: EM held the pruned ones
+        # at zero, where they add nothing to the likelihood.  n_components_ (set to
+        # the started K by the caller) becomes the kept count.
+        out["W"], out["alpha"] = to_numpy(W[:, kept]), to_numpy(alpha[kept])  # owned copies
+        self.n_components_max_ = W.shape[1]
+        self.n_components_ = self.effective_rank_ = int(kept.sum())
         return out
 
     def _b(self):
@@ -181,7 +216,7 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         # the fit's W is padded to a bucket of columns; the first K are the model's
         columns = np.arange(params.W.shape[1]) < K
         active = bpca.active_columns(params.W, hyper.b, self.prune_threshold) & columns
-        if active.sum() in (0, K):
+        if active.sum() == K:
             return params, trace, n_iter, converged
         # Fix the switched-off columns at zero (a fixed point of the updates: E[z_k] = 0
         # and alpha_k = (d + 2a - 2) / 2b) and let EM settle the rest.
@@ -191,13 +226,15 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
             W=params.W * active, alpha=np.where(active, params.alpha, alpha_max)
         )
         start = jax.tree.map(lambda leaf: leaf[None], pruned)
-        # Pruning moves to the constrained problem (switched-off columns held at zero):
-        # the log joint may drop at that step, so the reported trace is the second run's.
-        hyper = self._padded_hyper(hyper, columns.astype(params.W.dtype))
+        # Pruning moves to the model with the kept columns only, the one _finish
+        # reports: the switched-off ones become padding (no prior term), so the second
+        # run's trace is that model's log joint.  It may start below the first run's
+        # end, so the reported trace is the second run's.
+        hyper = self._padded_hyper(hyper, active.astype(params.W.dtype))
         return self._run_em(start, data, n, hyper)
 
     def _warn_after_fit(self, hyper):
-        if self.effective_rank_ == self.n_components_ and self.n_components_ > 1:
+        if self.n_components_ == self.n_components_max_ > 1:
             warnings.warn(
                 f"BayesianPCA kept all {self.n_components_} components; start with more "
                 "to let the prior choose the rank.",
@@ -220,6 +257,15 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
     def alpha_(self):
         check_is_fitted(self)
         return self.params_["alpha"].copy()
+
+    @property
+    def components_all_(self):
+        """Loadings of every component the fit started from, shape
+        (n_components_max_, n_features): ``components_``, then zero rows for the
+        pruned components."""
+        check_is_fitted(self)
+        pruned = self.n_components_max_ - self.n_components_
+        return np.pad(self.components_, ((0, pruned), (0, 0)))
 
     @property
     def model_(self):

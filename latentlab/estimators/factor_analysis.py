@@ -19,7 +19,7 @@ from latentlab.estimators.gaussian_latent import STREAMING_SETTINGS, GaussianLat
 from latentlab.models import factor_analysis as fa
 from latentlab.models.gaussian_latent import canonical_loadings, orient_columns
 
-__all__ = ["FactorAnalysis"]
+__all__ = ["FactorAnalysis", "ledermann_bound"]
 
 ROTATIONS = (None, "varimax", "quartimax")
 SVD_METHODS = ("randomized", "lapack")
@@ -28,6 +28,20 @@ SVD_METHODS = ("randomized", "lapack")
 @partial(jax.jit, static_argnames="gamma")
 def _rotated(W, gamma):
     return fa.orthomax(W, gamma)[0]
+
+
+def ledermann_bound(n_features: int) -> int:
+    """The largest number of factors K whose model has non-negative degrees of freedom
+    ((d - K)^2 - (d + K)) / 2, the moments of the covariance (d(d+1)/2) minus the
+    parameters up to rotation (dK + d - K(K-1)/2) (Ledermann 1937).
+
+    Past it FA has more parameters than the covariance has entries: the loadings are
+    not identified, and EM typically ends at a Heywood case (wine, d = 13, K = 13:
+    four noise variances at their floor).  d = 13 gives 8; d = 2 gives 0 (for two
+    variables only the diagonal model, K = 0).
+    """
+    d = n_features
+    return next(K for K in range(d, -1, -1) if (d - K) ** 2 >= d + K)
 
 
 def _log_jacobian(counts, scale):
@@ -56,9 +70,13 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     Parameters
     ----------
     n_components : int or None, default=None
-        Number of factors K, ``0 <= K <= n_features``; ``None`` takes n_features.
+        Number of factors K, from 0 up to the Ledermann bound, the largest K whose
+        degrees of freedom ((d - K)^2 - (d + K)) / 2 are non-negative
+        (:func:`~latentlab.estimators.factor_analysis.ledermann_bound`: 8 for
+        d = 13, 1 for d = 4); beyond it the factors are not identified, and a larger
+        K is refused.  ``None`` takes the bound.
         ``K = 0`` is the diagonal Gaussian (independent features), the baseline row
-        of a comparison.
+        of a comparison.  (scikit-learn accepts K up to n_features.)
     rotation : {None, "varimax", "quartimax"}, default=None
         Orthogonal rotation applied to the reported loadings.  The likelihood is
         invariant under it; only interpretation changes.
@@ -179,7 +197,10 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     }
 
     def _max_components(self, n_samples, n_features):
-        return n_features, "n_features"
+        return ledermann_bound(n_features), (
+            "the Ledermann bound: beyond it the degrees of freedom ((d - K)^2 - (d + K)) / 2 "
+            "are negative and the factors not identified"
+        )
 
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""

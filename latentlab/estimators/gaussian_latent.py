@@ -115,15 +115,14 @@ class GaussianLatentFitMixin:
         returns K (``n_components``, default the setting; when that is None
         ``default_components``, else the largest K the data allow)."""
         high, why = self._max_components(n_samples, n_features)
-        if high < 1:
-            raise ValueError(
-                f"{type(self).__name__} needs more data; got "
-                f"n_samples={n_samples}, n_features={n_features}"
-            )
+        sizes = f"n_samples={n_samples}, n_features={n_features}"
+        if high < self._min_components:  # no K at all (a model with K = 0 always has one)
+            raise ValueError(f"{type(self).__name__} needs more data; got {sizes}")
         K = self.n_components if n_components is None else n_components
         if K is None:
             K = high if default_components is None else default_components
-        return check_n_components(K, self._min_components, high, why)
+        # the sizes in the message: scikit-learn's checks look for n_features=1 there
+        return check_n_components(K, self._min_components, high, f"{why}; {sizes}")
 
     def _resolve_mle(self, X, mask):
         """``n_components="mle"`` as a number (Minka 2000, as :class:`latentlab.PCA`:

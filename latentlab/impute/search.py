@@ -86,8 +86,10 @@ def max_components(family: str, n_samples: int, n_features: int) -> int:
     of ``n_samples`` rows and ``n_features`` columns.
 
     The estimator class says it where it can (the Gaussian-latent estimators keep a
-    discarded direction for the noise: ``min(n, d) - 1`` for PPCA and Bayesian PCA,
-    ``d`` for factor analysis); a mixture takes at most one component per row.
+    discarded direction for the noise: ``min(n, d) - 1`` for PPCA and Bayesian PCA;
+    factor analysis stops at the Ledermann bound, the largest K with non-negative
+    degrees of freedom, 8 for d = 13); a mixture takes at most one component per row.
+    The candidate grids are cut there, so a search never tries a K the model refuses.
     """
     cls = family_class(family)
     if hasattr(cls, "_max_components"):
@@ -112,7 +114,8 @@ def default_candidates(model: str, n_samples: int, n_features: int, best_rank=No
     ``model="auto"`` searches in two stages: PPCA over :data:`RANK_GRID` first
     (``best_rank=None``), then, given the best PPCA rank, factor analysis at that rank
     and the next smaller grid rank (heteroscedastic noise absorbs variance PPCA needs
-    extra components for), plus a two-component mixture when GaussianMixture
+    extra components for), each capped at the most factors the data's features
+    identify (:func:`max_components`), plus a two-component mixture when GaussianMixture
     supports NaN and the rows are at least as many as its parameters.  A named family
     searches its own grid in one stage; Bayesian PCA needs no search (its ARD prior
     prunes the rank).
@@ -132,7 +135,11 @@ def default_candidates(model: str, n_samples: int, n_features: int, best_rank=No
     if best_rank is None:
         return grid("ppca", RANK_GRID)
     lower = [K for K in RANK_GRID if K < best_rank]
-    second = grid("fa", [best_rank] + lower[-1:])
+    # FA at those ranks, capped at the most factors d features identify (the
+    # Ledermann bound: 8 for d = 13; none for d <= 2)
+    fa_high = max_components("fa", n, d)
+    ranks = dict.fromkeys(min(K, fa_high) for K in [best_rank, *lower[-1:]])
+    second = [("fa", K) for K in ranks if K >= 1]
     if gmm_supports_missing():
         second += grid("gmm", [K for K in AUTO_MIXTURES if _mixture_parameters(K, d) <= n])
     return second

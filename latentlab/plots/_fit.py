@@ -89,7 +89,7 @@ def scree(est, X=None, *, ax=None):
         ax.set_ylabel("eigenvalue of the centred kernel")
     elif isinstance(est, BayesianPCA):
         sigma2 = est.noise_variance_
-        column_variance = np.sum(est.params_["W"] ** 2, axis=0)
+        column_variance = np.sum(est.components_all_**2, axis=1)  # pruned rows: zeros
         active = column_variance > 0
         ks = np.arange(1, len(column_variance) + 1)
         ax.bar(ks[active], column_variance[active], label="active: ||w_k||^2")
@@ -99,7 +99,7 @@ def scree(est, X=None, *, ax=None):
         ax.axhline(est.prune_level_, color="C3", ls=":", label="pruning threshold")
         ax.axhline(sigma2, color="k", ls="--", label="noise variance sigma2")
         ax.set_ylabel("variance")
-        name = f"{name}: effective rank {est.effective_rank_} of {est.n_components_}"
+        name = f"{name}: effective rank {est.n_components_} of {est.n_components_max_}"
     else:
         values = est.explained_variance_
         ax.bar(np.arange(1, len(values) + 1), values, label="explained variance")
