@@ -58,6 +58,7 @@ __all__ = [
     *_ESTIMATORS,
     "Imputer",
     "rubin_pool",
+    "rotate",
     "compare",
     "load",
     "posterior",
@@ -73,12 +74,14 @@ _LAZY = {
     **dict.fromkeys(_ESTIMATORS, "latentlab.estimators"),
     "Imputer": "latentlab.impute",
     "rubin_pool": "latentlab.impute",
+    "rotate": "latentlab.closed_form.rotation",
 }
 _SUBMODULES = {
     "posterior",
     "estimators",
     "impute",
     "plots",
+    "psychometrics",
     "closed_form",
     "inference",
     "models",

@@ -22,6 +22,38 @@ _FRAGMENT_LINE = re.compile(r"^(?P<indent>[ \t]*)\{(?P<name>[a-z][a-z0-9_]*)\}[ 
 
 FRAGMENTS = {
     # -- the EM estimators that stream (PPCA, FactorAnalysis, GaussianMixture) --------
+    # -- the loadings' rotation (PPCA, FactorAnalysis) ----------------------------------
+    "rotation_parameters": """\
+rotation : str, callable or None, default=None
+    The rotation the loadings are reported in, by :func:`latentlab.rotate`:
+    orthogonal ``"varimax"``, ``"quartimax"``, ``"equamax"``, ``"orthomax"``;
+    oblique ``"oblimin"``, ``"quartimin"``, ``"geomin"``, ``"promax"``; ``"target"``
+    and ``"partial_target"`` (the target in ``rotation_kwargs``); or a function of the
+    loadings (d, K) to minimise, written in ``jax.numpy`` (orthogonal unless
+    ``rotation_kwargs={{"oblique": True}}``).  The likelihood, the imputations and
+    every score are invariant under it; it changes how the factors are reported:
+    ``components_`` holds the pattern loadings, ``transform`` the rotated factors and
+    ``factor_correlation_`` their correlations (the identity for an orthogonal one).
+rotation_kwargs : dict or None, default=None
+    Further arguments of :func:`latentlab.rotate` (``gamma``, ``kappa``,
+    ``epsilon``, ``target``, ``target_weights``, ``oblique``, ``normalize``, ``tol``,
+    ``max_iter``).
+n_rotation_starts : int, default=1
+    Starts of the rotation's gradient projection (the first from the unrotated
+    loadings, the others random, drawn from ``random_state``), keeping the best
+    criterion value: rotation criteria such as geomin have local optima.""",
+    "rotation_attributes": """\
+rotation_matrix_ : ndarray (n_components, n_components)
+    ``T`` of the rotation: pattern loadings ``Lambda = A T`` (orthogonal) or
+    ``A (T^T)^-1`` (oblique) from the canonical unrotated loadings ``A``; the
+    identity without a rotation.
+factor_correlation_ : ndarray (n_components, n_components)
+    ``Phi = T^T T``, the correlations of the rotated factors (the identity unless the
+    rotation is oblique).  ``params_["W"]`` then holds ``Lambda C`` with
+    ``Phi = C C^T``, the same model in uncorrelated factors.
+structure_ : ndarray (n_components, n_features)
+    Structure loadings ``(Lambda Phi)^T``: covariances of the factors with the
+    features.""",
     "streaming_em_parameters": """\
 verbose : int, default=0
     If > 0, print the EM objective every ``verbose`` iterations.

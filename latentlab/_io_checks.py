@@ -151,6 +151,11 @@ _LATENT_STREAM = {
     "online_state_/param_W": _field("dK", "real", STREAM),
     "online_state_/param_mu": _field("d", "real", STREAM),
 }
+# the rotation PPCA and FactorAnalysis report (identity matrices without one)
+_ROTATION = {
+    "rotation_matrix_": _field("KK", "real", OPTIONAL),
+    "factor_correlation_": _field("KK", "real", OPTIONAL),
+}
 _TWO_VIEW = {
     "n_features_y_": _field("", "count"),
     "y_ndim_": _field("", "count"),
@@ -337,6 +342,7 @@ FITTED_STATE: dict[str, dict[str, Field] | Callable[[Any], dict[str, Field]]] = 
     },
     "PPCA": {
         **_GAUSSIAN_LATENT,
+        **_ROTATION,
         "params_/sigma2": _field("", "positive"),
         **_LATENT_STREAM,
         "online_state_/param_sigma2": _field("", "positive", STREAM),
@@ -344,6 +350,7 @@ FITTED_STATE: dict[str, dict[str, Field] | Callable[[Any], dict[str, Field]]] = 
     },
     "FactorAnalysis": {
         **_GAUSSIAN_LATENT,
+        **_ROTATION,
         "params_/psi": _field("d", "positive"),
         **_LATENT_STREAM,
         "online_state_/param_psi": _field("d", "positive", STREAM),

@@ -23,6 +23,7 @@ __all__ = [
     "check_positive_int",
     "check_start_array",
     "check_symmetric",
+    "check_covariance_matrix",
 ]
 
 
@@ -320,6 +321,44 @@ def check_symmetric(M: np.ndarray, what: str, *, centred: bool = False) -> None:
             f"against entries up to {scale:.3g}; pass (M + M.T) / 2 if the asymmetry is "
             "round-off"
         )
+
+
+def check_covariance_matrix(covariance, what: str = "covariance"):
+    """A covariance or correlation matrix given in place of data: returns it as a
+    float64 array and its feature names (a DataFrame's columns, else None).  Refuses,
+    naming the problem: not square, fewer than 2 features, NaN or infinite entries,
+    not symmetric beyond round-off, non-positive variances, or not positive definite
+    (its correlation form's smallest eigenvalue: the test does not depend on units)."""
+    names = None
+    if hasattr(covariance, "columns"):
+        names = np.asarray([str(c) for c in covariance.columns], dtype=object)
+    try:
+        S = np.array(covariance, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what} must be a square matrix of numbers: {error}") from None
+    if S.ndim != 2 or S.shape[0] != S.shape[1]:
+        raise ValueError(f"{what} must be a square matrix, got shape {S.shape}")
+    if S.shape[0] < 2:
+        raise ValueError(f"{what} must describe at least 2 features, got {S.shape[0]}")
+    if not np.all(np.isfinite(S)):
+        raise ValueError(f"{what} has NaN or infinite entries")
+    check_symmetric(S, what)
+    S = (S + S.T) / 2
+    bad = np.flatnonzero(~(np.diag(S) > 0))
+    if bad.size:
+        shown = ", ".join(map(str, bad[:10])) + (", ..." if bad.size > 10 else "")
+        raise ValueError(
+            f"{what} has non-positive variances on its diagonal, at feature(s) {shown}"
+        )
+    scale = np.sqrt(np.diag(S))
+    smallest = float(np.linalg.eigvalsh(S / np.outer(scale, scale))[0])
+    if smallest <= 1e-12:
+        raise ValueError(
+            f"{what} is not positive definite: smallest eigenvalue {smallest:.3g} of its "
+            "correlation form (a matrix computed pairwise from incomplete data, or from "
+            "fewer rows than features, can be indefinite or singular)"
+        )
+    return S, names
 
 
 def _check_no_empty(mask: np.ndarray, axis: int, what: str) -> None:

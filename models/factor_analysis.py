@@ -51,7 +51,6 @@ __all__ = [
     "scale_data",
     "observed_counts",
     "n_parameters",
-    "orthomax",
 ]
 
 
@@ -212,29 +211,3 @@ def n_parameters(n_features: int, n_components: int) -> int:
     Gaussian's d + d(d+1)/2 (past the Ledermann bound FA is the full covariance)."""
     d, K = n_features, n_components
     return min(d * K + 2 * d - K * (K - 1) // 2, d + d * (d + 1) // 2)
-
-
-def orthomax(W, gamma: float, max_iter: int = 500, tol: float = 1e-10):
-    """Orthogonal rotation R maximising the orthomax criterion of W R.
-
-    ``gamma=1`` is varimax (Kaiser 1958), ``gamma=0`` quartimax.  The classic SVD
-    iteration: R <- U V^T from the SVD of W^T (L^3 - gamma/d L diag(L^T L)), L = W R.
-    Returns ``(W R, R)``.
-    """
-    d, K = W.shape
-
-    def step(state):
-        R, _, previous, i = state
-        L = W @ R
-        target = L**3 - (gamma / d) * L * jnp.sum(L**2, axis=0)
-        U, s, Vt = jnp.linalg.svd(W.T @ target)
-        return U @ Vt, previous, jnp.sum(s), i + 1
-
-    def keep_going(state):
-        _, previous, current, i = state
-        return (i < max_iter) & (current > previous * (1.0 + tol))
-
-    zero = jnp.zeros((), W.dtype)
-    start = step((jnp.eye(K, dtype=W.dtype), zero, zero, jnp.asarray(0)))
-    R, *_ = jax.lax.while_loop(keep_going, step, start)
-    return W @ R, R

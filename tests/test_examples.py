@@ -39,7 +39,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 # one kernel per group, the groups in parallel; about equal work each
 GROUPS = (
-    ("choosing_k", "ppca_vs_fa", "manifolds", "ica_sources"),
+    ("choosing_k", "ppca_vs_fa", "manifolds", "ica_sources", "factor_analysis_report"),
     ("plsa_topics", "embedding_uncertainty", "supervised_alpha", "autoencoder_vs_pca"),
 )
 CELL_TIMEOUT_S = 300
@@ -155,6 +155,20 @@ def check_ppca_vs_fa(s):
     assert s["psi_log_corr"] > 0.9
 
 
+def check_factor_analysis_report(s):
+    # real data with published numbers: R's factanal(..., factors = 3) prints chi2
+    # 22.38 on 12 df, p 0.0335; KMO as psych::KMO (0.75)
+    assert s["kmo"] == pytest.approx(0.752, abs=0.001)
+    assert s["n_factors_parallel"] == 3 and s["n_factors_bic"] == 3
+    assert s["chi2_bartlett"] == pytest.approx(22.38, abs=0.005) and s["df"] == 12
+    assert s["p_bartlett"] == pytest.approx(0.0335, abs=0.0001)
+    assert 0 < s["max_factor_correlation"] < 0.6  # correlated abilities, not one factor
+    # 20% holes, full-information ML on every child: the loadings stay put
+    assert s["complete_rows_missing"] < 60
+    assert s["max_loading_change_missing"] < 0.2
+    assert s["df_missing"] == 12 and 0 < s["chi2_missing"] < 60
+
+
 def check_embedding_uncertainty(s):
     # fewer observed entries, less posterior precision: exact, not statistical
     assert s["sd_incomplete"] > s["sd_complete"]
@@ -227,6 +241,7 @@ CHECKS = {
     "manifolds": check_manifolds,
     "ica_sources": check_ica_sources,
     "autoencoder_vs_pca": check_autoencoder_vs_pca,
+    "factor_analysis_report": check_factor_analysis_report,
 }
 
 

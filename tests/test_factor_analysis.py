@@ -195,7 +195,7 @@ def test_imputer_search_stops_factor_analysis_at_the_bound():
 def test_unknown_rotation(planted):
     X, _, _ = planted
     with pytest.raises(ValueError, match="rotation"):
-        FactorAnalysis(2, rotation="oblimin").fit(X)
+        FactorAnalysis(2, rotation="obliquemax").fit(X)
 
 
 def test_check_estimator():

@@ -597,3 +597,30 @@ def test_loadings_posterior_takes_the_fitted_model_as_reference(ppca, mixtures):
         plots.loadings_posterior(tree, reference=mixtures["full"])
     with pytest.raises(ValueError, match="reference must be a"):
         plots.loadings_posterior(tree, reference="PPCA")
+
+
+def test_parallel_analysis_plots_observed_against_the_reference():
+    from latentlab.psychometrics import parallel_analysis
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2)) @ rng.normal(size=(2, 8)) + rng.normal(size=(300, 8))
+    table = parallel_analysis(X, n_iter=20, resample=True, random_state=0)
+    ax = plots.parallel_analysis(table)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    observed = lines["observed (SMC-reduced correlations)"]
+    np.testing.assert_allclose(observed.get_ydata(), table["observed_factors"])
+    retained = lines[f"retained: {table.attrs['n_factors']}"]
+    assert len(retained.get_xdata()) == table.attrs["n_factors"] == 2
+    np.testing.assert_allclose(
+        lines["simulated data, 95% quantile"].get_ydata(), table["simulated_factors_quantile"]
+    )
+    assert "resampled data, 95% quantile" in lines
+    ax = plots.parallel_analysis(table, kind="components")
+    assert "observed (correlations)" in {line.get_label() for line in ax.get_lines()}
+    with pytest.raises(TypeError, match="parallel_analysis"):
+        plots.parallel_analysis(table.to_numpy())
+    with pytest.raises(ValueError, match="kind"):
+        plots.parallel_analysis(table, kind="both")
+    only = parallel_analysis(X, kind="pc", n_iter=5, random_state=0)
+    with pytest.raises(ValueError, match="no eigenvalues of factors"):
+        plots.parallel_analysis(only)

@@ -53,7 +53,7 @@ def sample_posterior(
 
     with est._precision():
         problem = est._posterior_problem(X, y, prior)
-        return sample(
+        tree = sample(
             problem,
             method=method,
             num_samples=num_samples,
@@ -65,3 +65,9 @@ def sample_posterior(
             align=align,
             model_name=type(est).__name__,
         )
+    # an estimator that reports its factors in another frame than the declaration's
+    # (an oblique rotation) adds their draws
+    add_reported = getattr(est, "_add_reported_draws", None)
+    if add_reported is not None:
+        add_reported(tree)
+    return tree

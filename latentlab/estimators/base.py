@@ -48,7 +48,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 # a fixed stacklevel would point at the validating wrapper of the fit methods.
 LATENTLAB_FILES = (_PACKAGE_DIR,)
 # Methods that fit: each validates the settings table on entry (see LatentEstimator).
-FIT_METHODS = ("fit", "partial_fit", "fit_transform", "fit_predict")
+FIT_METHODS = ("fit", "partial_fit", "fit_transform", "fit_predict", "fit_covariance")
 
 
 def _validating(method):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 from functools import partial
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -15,19 +14,17 @@ from latentlab._settings import ArrayLike, Boolean, Integer, Options, scale_sett
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._online import OnlineGaussianLatentMixin
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
-from latentlab.estimators.gaussian_latent import STREAMING_SETTINGS, GaussianLatentEstimator
+from latentlab.estimators.gaussian_latent import (
+    ROTATION_SETTINGS,
+    STREAMING_SETTINGS,
+    GaussianLatentEstimator,
+)
 from latentlab.models import factor_analysis as fa
 from latentlab.models.gaussian_latent import canonical_loadings, orient_columns
 
 __all__ = ["FactorAnalysis", "ledermann_bound"]
 
-ROTATIONS = (None, "varimax", "quartimax")
 SVD_METHODS = ("randomized", "lapack")
-
-
-@partial(jax.jit, static_argnames="gamma")
-def _rotated(W, gamma):
-    return fa.orthomax(W, gamma)[0]
 
 
 def ledermann_bound(n_features: int) -> int:
@@ -77,9 +74,7 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         K is refused.  ``None`` takes the bound.
         ``K = 0`` is the diagonal Gaussian (independent features), the baseline row
         of a comparison.  (scikit-learn accepts K up to n_features.)
-    rotation : {None, "varimax", "quartimax"}, default=None
-        Orthogonal rotation applied to the reported loadings.  The likelihood is
-        invariant under it; only interpretation changes.
+    {rotation_parameters}
     method : {"em", "map", "svi"}, default="em"
         As for :class:`latentlab.PPCA` (``"map"`` with ``prior=False`` is ML by gradient).
     tol : float, default=1e-10
@@ -118,6 +113,7 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         units (columns orthogonal there, by decreasing norm, largest entry positive);
         with ``rotation`` set, the rotation acts on the loadings in the data's units,
         as in scikit-learn.
+    {rotation_attributes}
     noise_variance_ : ndarray (n_features,)
         Feature-specific variances psi.  A value at its floor (1e-6 of the feature's
         variance) is a Heywood case and triggers a warning.
@@ -146,6 +142,8 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         n_components=None,
         *,
         rotation=None,
+        rotation_kwargs=None,
+        n_rotation_starts=1,
         method="em",
         tol=1e-10,
         max_iter=5000,
@@ -166,6 +164,8 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     ):
         self.n_components = n_components
         self.rotation = rotation
+        self.rotation_kwargs = rotation_kwargs
+        self.n_rotation_starts = n_rotation_starts
         self.noise_variance_init = noise_variance_init
         self.copy = copy
         self.svd_method = svd_method
@@ -188,7 +188,7 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     _settings = {
         **GaussianLatentEstimator._settings,
         **STREAMING_SETTINGS,
-        "rotation": Options(*ROTATIONS[1:]) | None,
+        **ROTATION_SETTINGS,
         "svd_method": Options(*SVD_METHODS),
         "iterated_power": Integer(0, None),
         "copy": Boolean(),
@@ -245,6 +245,16 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
             raise ValueError("noise_variance_init must be positive and finite")
         return psi
 
+    def summary(self, X=None) -> str:
+        """The factor-analysis report as text: the standardised pattern loadings with
+        communalities, uniquenesses and complexity, the variance accounted for, the
+        factor correlations (oblique rotations) and, given the data ``X`` the model
+        was fitted on (NaN allowed), the goodness of fit (chi-square, RMSEA, CFI, TLI,
+        SRMR).  Each table is also a DataFrame: :mod:`latentlab.psychometrics`."""
+        from latentlab.psychometrics.report import summary
+
+        return summary(self, X)
+
     @property
     def loglike_(self):
         """scikit-learn's name for the log-likelihood after each iteration
@@ -267,11 +277,8 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
         # scikit-learn, acts on the loadings in the data's units.
         s = np.asarray(units, np.float64)[:, None]
         W = orient_columns(to_numpy(canonical_loadings(params.W / s))) * s
-        if self.rotation is not None and W.shape[1] > 0:
-            gamma = 1.0 if self.rotation == "varimax" else 0.0
-            W = orient_columns(to_numpy(_rotated(W.astype(params.W.dtype), gamma=gamma)))
         out = {name: to_numpy(value) for name, value in params._asdict().items()}
-        out["W"] = W
+        out["W"] = self._rotation_frame(W)
         return out
 
     def _warn_after_fit(self, hyper):

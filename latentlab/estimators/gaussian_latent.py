@@ -14,6 +14,7 @@ turns it off).
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 import jax
@@ -22,15 +23,27 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real, Verbose
+from latentlab._settings import (
+    Boolean,
+    Callable,
+    Dtype,
+    InstanceOf,
+    Integer,
+    Options,
+    RandomState,
+    Real,
+    Verbose,
+)
 from latentlab._shapes import gaussian_latent_columns, padded_size, signature
 from latentlab._validation import (
     check_codes,
+    check_covariance_matrix,
     check_data,
     check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
 )
+from latentlab.closed_form.rotation import ROTATION_METHODS, rotate
 from latentlab.estimators._gaussian_imputation import GaussianImputationMixin
 from latentlab.estimators._gaussian_latent_programs import (
     _chunked_outputs,
@@ -42,6 +55,7 @@ from latentlab.estimators._gaussian_latent_programs import (
 )
 from latentlab.estimators._rows import ROWS_PER_CALL
 from latentlab.estimators.base import (
+    LATENTLAB_FILES,
     GenerativeMixin,
     LatentEstimator,
     jax_key,
@@ -52,7 +66,11 @@ from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.em import run_em
 from latentlab.inference.sharding import shard_fields
 from latentlab.models.gaussian_latent import (
+    FACTOR_SCORE_METHODS,
+    CompleteSummary,
+    GaussianData,
     canonical_loadings,
+    factor_scores,
     global_scale,
     marginal_covariance,
     marginal_precision,
@@ -68,6 +86,13 @@ VARIANCE_FLOOR = 1e-6
 # Settings of the models fitted by ML or MAP (``prior``) that also stream (partial_fit):
 # ``learning_decay`` is online EM's step-size exponent (Cappe & Moulines' kappa).
 STREAMING_SETTINGS = {"prior": Boolean(), "learning_decay": Real(0.5, 1, closed="right")}
+# The rotations PPCA and FactorAnalysis report their loadings in
+# (:func:`latentlab.rotate`), or a user's criterion function of the loadings.
+ROTATION_SETTINGS = {
+    "rotation": Options(*(m for m in ROTATION_METHODS if m != "custom")) | Callable() | None,
+    "rotation_kwargs": InstanceOf(dict, "a dict of latentlab.rotate's arguments") | None,
+    "n_rotation_starts": Integer(1, None),
+}
 # what to try when a fit's parameters are not finite (check_finite_fit)
 DEGENERATE_ADVICE = (
     "the data may be degenerate for this model (try fewer components or rescale {data})"
@@ -288,6 +313,65 @@ class GaussianLatentEstimator(
             data, column_variance = summarise(X, shift, mask)
             return self._fit_summarised(data, n, K, column_variance, shift, X=X, mask=mask)
 
+    def fit_covariance(self, covariance, n_samples, mean=None):
+        """Fit from a covariance (or correlation) matrix of ``n_samples`` rows, as R's
+        ``factanal(covmat=, n.obs=)``: for published matrices, or data summarised
+        elsewhere.  The likelihood depends on complete rows only through their count,
+        mean and scatter, so EM on ``(n_samples, mean, n_samples * covariance)`` is the
+        fit to any data set with those moments; ``score``/``score_samples`` of rows
+        and everything else then work as after :meth:`fit`.
+
+        Parameters
+        ----------
+        covariance : array-like or DataFrame of shape (n_features, n_features)
+            The maximum-likelihood (divisor n) covariance; a correlation matrix gives
+            the fit to standardised data.  A DataFrame's columns name the features.
+            Symmetric, finite and positive definite.
+        n_samples : int
+            Rows behind the matrix (>= 2): it weighs the likelihood (``bic``,
+            ``aic``, the goodness of fit), not the estimates.
+        mean : array-like of shape (n_features,) or None, default=None
+            The rows' mean; None: zeros (``mean_`` is then 0).
+
+        Returns
+        -------
+        self
+        """
+        name = type(self).__name__
+        if self.method not in ("em", "closed_form"):
+            raise ValueError(
+                f"{name}.fit_covariance fits by EM (or the closed form); got "
+                f"method={self.method!r}, which needs the rows"
+            )
+        if isinstance(self.n_components, str):
+            raise ValueError(f"{name}(n_components={self.n_components!r}) needs the rows")
+        S, names = check_covariance_matrix(covariance)
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        if n_samples < 2:
+            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        d = S.shape[0]
+        shift = np.zeros(d) if mean is None else np.asarray(mean, np.float64)
+        if shift.shape != (d,) or not np.all(np.isfinite(shift)):
+            raise ValueError(f"mean must be {d} finite numbers (one per feature)")
+        self.n_features_in_ = d
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        K = self._check_settings(int(n_samples), d)
+        with self._precision():
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            n = float(n_samples)
+            complete = CompleteSummary(
+                np.asarray(n, dtype), np.zeros(d, dtype), np.asarray(n * S, dtype)
+            )
+            empty = np.zeros((0, 32, d), dtype)
+            data = GaussianData(complete, empty, empty)
+            return self._fit_summarised(
+                data, int(n_samples), K, np.diag(S).copy(), shift, X=None, mask=None
+            )
+
     def _fit_summarised(self, data, n, K, column_variance, shift, *, X, mask):
         """Fit from the E-step's data (:func:`summarise`, or the chunked route's, where
         ``X`` is None and ``mask`` only says whether entries are missing); stores the
@@ -333,8 +417,70 @@ class GaussianLatentEstimator(
     def _finish(self, params, hyper, units) -> dict:
         """Fitted parameters as a dict of NumPy arrays, loadings in canonical form;
         ``units`` are the fit's :meth:`_feature_units`, where a subclass chooses that form."""
-        params = params._replace(W=canonical_loadings(params.W))
+        params = params._replace(W=self._rotation_frame(to_numpy(canonical_loadings(params.W))))
         return {name: to_numpy(value) for name, value in params._asdict().items()}
+
+    def _rotation_frame(self, W) -> np.ndarray:
+        """The loadings W (d, K) of the rotated solution, in the frame of uncorrelated
+        factors the declaration has (z ~ N(0, I)): ``Lambda C`` with ``Lambda`` the
+        pattern loadings and ``C`` the Cholesky factor of the factor correlations
+        ``Phi = C C^T``, so that ``W W^T = Lambda Phi Lambda^T`` and every likelihood is
+        the unrotated one.  The rotated factors are ``f = C z``.  Sets
+        ``rotation_matrix_`` and ``factor_correlation_`` on estimators with a
+        ``rotation`` setting; others get W back unchanged."""
+        if not hasattr(self, "rotation"):
+            return W
+        K = W.shape[1]
+        identity = np.eye(K)
+        self.rotation_matrix_, self.factor_correlation_ = identity, identity
+        if self.rotation is None or K < 2:
+            return W
+        method, criterion = (
+            ("custom", self.rotation)
+            if callable(self.rotation)
+            else (
+                self.rotation,
+                None,
+            )
+        )
+        kwargs = dict(self.rotation_kwargs or {})
+        if criterion is not None:
+            kwargs["criterion"] = criterion
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        result = rotate(
+            np.asarray(W, np.float64),
+            method,
+            n_starts=self.n_rotation_starts,
+            random_state=seed,
+            **kwargs,
+        )
+        self.rotation_matrix_ = np.asarray(result.rotation_matrix, np.float64)
+        if not result.oblique:
+            return np.asarray(result.loadings, np.float64)
+        self.factor_correlation_ = np.asarray(result.factor_correlation, np.float64)
+        return np.asarray(result.loadings, np.float64) @ np.linalg.cholesky(
+            self.factor_correlation_
+        )
+
+    def _add_reported_draws(self, tree) -> None:
+        """With an oblique rotation, add ``pattern`` to the posterior draws of
+        :meth:`sample_posterior`: each draw of W (aligned to ``params_["W"] = Lambda C``)
+        times ``C^-1``, the draws of the pattern loadings in the fit's rotated solution
+        with its factor correlations held at ``factor_correlation_``."""
+        C = self._factor_map()
+        if C is None or "W" not in tree["posterior"]:
+            return
+        W = tree["posterior"]["W"]
+        pattern = W.copy(data=np.linalg.solve(C.T, np.swapaxes(W.values, -1, -2)).swapaxes(-1, -2))
+        tree["posterior"]["pattern"] = pattern
+
+    def _factor_map(self):
+        """``C`` with ``f = C z`` (the rotated factors from the declaration's z), or
+        None where the factors are uncorrelated (no rotation, or an orthogonal one)."""
+        phi = getattr(self, "factor_correlation_", None)
+        if phi is None or np.array_equal(phi, np.eye(len(phi))):
+            return None
+        return np.linalg.cholesky(phi)
 
     def _fit_closed_form(self, data, K, hyper, mask):
         raise NotImplementedError
@@ -437,9 +583,23 @@ class GaussianLatentEstimator(
 
     @property
     def components_(self):
-        """Loadings ``W^T``, shape (n_components, n_features)."""
+        """Loadings ``W^T``, shape (n_components, n_features); with an oblique
+        ``rotation``, the pattern loadings ``Lambda^T`` (``params_["W"]`` then holds
+        them in the frame of uncorrelated factors, ``Lambda C``)."""
         check_is_fitted(self)
-        return self.params_["W"].T.copy()
+        C = self._factor_map()
+        if C is None:
+            return self.params_["W"].T.copy()
+        return np.linalg.solve(C.T, self.params_["W"].T)
+
+    @property
+    def structure_(self):
+        """Structure loadings ``(Lambda Phi)^T``, shape (n_components, n_features): the
+        covariances of the rotated factors with the features; the pattern loadings
+        themselves where the factors are uncorrelated."""
+        check_is_fitted(self)
+        phi = getattr(self, "factor_correlation_", None)
+        return self.components_ if phi is None else phi @ self.components_
 
     @property
     def mean_(self):
@@ -454,8 +614,17 @@ class GaussianLatentEstimator(
         with self._precision():
             trace = self._draw_from_declaration(n_samples, random_state, params=params)
             X = to_numpy(trace["x"]["value"]) + self.params_["mu"]
-            z = to_numpy(trace["z"]["value"])
+            z = self._to_factors(to_numpy(trace["z"]["value"]))
         return (X, z) if return_latent else X
+
+    def _to_factors(self, z, cov=None):
+        """The rotated factors ``f = C z`` of rows of latents (and their covariances)."""
+        C = self._factor_map()
+        if C is None:
+            return z if cov is None else (z, cov)
+        if cov is None:
+            return z @ C.T
+        return z @ C.T, np.einsum("ij,njk,lk->nil", C, cov, C)
 
     def get_covariance(self) -> np.ndarray:
         """Model covariance of x: ``W W^T + Psi``, shape (n_features, n_features)."""
@@ -486,9 +655,10 @@ class GaussianLatentEstimator(
     # -- latent posterior -------------------------------------------------------------
 
     def posterior_latent(self, X):
-        """Posterior of z for each row: mean (n, K) and covariance (n, K, K)."""
+        """Posterior of z for each row: mean (n, K) and covariance (n, K, K); with an
+        oblique ``rotation``, of the rotated (correlated) factors."""
         X, mask = self._observed(X, allow_empty_rows=True)
-        return self._posterior(X, mask)
+        return self._to_factors(*self._posterior(X, mask))
 
     def _posterior(self, X, mask):
         with self._precision():
@@ -509,8 +679,56 @@ class GaussianLatentEstimator(
             )
         return self.posterior_latent(X)[0]
 
+    def factor_scores(self, X, method: str = "regression") -> np.ndarray:
+        """Factor scores of the rows of X, shape (n_samples, n_components), in the
+        reported (rotated) factors; NaN entries are missing, and each row is scored
+        from its observed entries.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        method : {"regression", "bartlett", "anderson_rubin", "ten_berge"}
+            ``"regression"`` (Thurstone): the posterior mean, as :meth:`transform`.
+            ``"bartlett"``: weighted least squares, unbiased given the factors.
+            ``"anderson_rubin"``: uncorrelated scores of unit variance.
+            ``"ten_berge"``: scores whose covariance is ``factor_correlation_``
+            (Anderson-Rubin's for uncorrelated factors).  See
+            :func:`latentlab.models.gaussian_latent.factor_scores` for the formulas.
+        """
+        check_is_fitted(self)
+        if method not in FACTOR_SCORE_METHODS:
+            raise ValueError(f"method must be one of {FACTOR_SCORE_METHODS}, got {method!r}")
+        X, mask = self._observed(X, allow_empty_rows=method == "regression")
+        K = self.n_components_
+        phi = getattr(self, "factor_correlation_", np.eye(K))
+        # the other methods invert the observed block's information M: a row that
+        # observes fewer entries than there are factors does not determine them
+        short = np.flatnonzero(mask.sum(axis=1) < K) if method != "regression" else []
+        if len(short):
+            rows = ", ".join(map(str, short[:10])) + (", ..." if len(short) > 10 else "")
+            warnings.warn(
+                f"{method} factor scores need at least {K} observed entries per row; "
+                f"row(s) {rows} have fewer and score NaN (method='regression', the "
+                "posterior mean, scores every row)",
+                UserWarning,
+                skip_file_prefixes=LATENTLAB_FILES,
+            )
+            mask = mask.copy()
+            mask[short] = 1.0  # scored as complete rows of zeros, then set to NaN
+        scores = factor_scores(
+            self.components_.T,
+            phi,
+            self._noise_variance_vector(),
+            self._centred(X, mask),
+            mask,
+            method,
+        )
+        scores[short] = np.nan
+        return scores
+
     def inverse_transform(self, Z) -> np.ndarray:
-        """Map latent coordinates back to data space: ``Z W^T + mu``."""
+        """Map latent coordinates back to data space: ``Z W^T + mu`` (with an oblique
+        ``rotation``, ``Z`` are factors and ``W`` the pattern loadings)."""
         check_is_fitted(self)
         Z = check_codes(Z, self.n_components_, name="Z")
-        return Z @ self.params_["W"].T + self.params_["mu"]
+        return Z @ self.components_ + self.params_["mu"]

@@ -15,6 +15,7 @@ from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._online import OnlineGaussianLatentMixin
 from latentlab.estimators.base import LATENTLAB_FILES
 from latentlab.estimators.gaussian_latent import (
+    ROTATION_SETTINGS,
     STREAMING_SETTINGS,
     GaussianLatentEstimator,
     IsotropicNoiseMixin,
@@ -86,13 +87,16 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         With float32, objective changes below ~1e-5 per sample are round-off: use a
         ``tol`` of that order.  Data are centred in float64 before any float32 step
         and results shifted back in float64, so a large mean costs no precision.
+    {rotation_parameters}
     {streaming_em_parameters}
 
     Attributes
     ----------
     components_ : ndarray (n_components, n_features)
         Loadings ``W^T``, rotated to orthogonal columns ordered by norm, each with its
-        largest-magnitude entry positive.
+        largest-magnitude entry positive; with ``rotation``, the rotated (pattern)
+        loadings.
+    {rotation_attributes}
     mean_ : ndarray (n_features,)
     noise_variance_ : float
     explained_variance_ : ndarray (n_components,)
@@ -137,8 +141,14 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         learning_decay=0.7,
         chunk_size=None,
         devices=None,
+        rotation=None,
+        rotation_kwargs=None,
+        n_rotation_starts=1,
     ):
         self.n_components = n_components
+        self.rotation = rotation
+        self.rotation_kwargs = rotation_kwargs
+        self.n_rotation_starts = n_rotation_starts
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
@@ -161,6 +171,7 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
     _settings = {
         **GaussianLatentEstimator._settings,
         **STREAMING_SETTINGS,
+        **ROTATION_SETTINGS,
         "method": Options(*METHODS),
         **scale_settings(),
     }

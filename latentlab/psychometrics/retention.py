@@ -1,0 +1,337 @@
+"""How many factors to retain: Horn's parallel analysis and Velicer's minimum average
+partial (MAP) test.
+
+Both read the correlation matrix of :func:`latentlab.psychometrics._correlation.
+correlation_input`: the sample correlation of complete data, the full-information
+ML (saturated normal) correlation of data with NaN, or a given covariance or
+correlation matrix (``covariance=``, with ``n_samples=`` for parallel analysis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from latentlab._validation import check_option, check_positive_int
+from latentlab.psychometrics._correlation import (
+    correlation_input,
+    data_matrix,
+    saturated_correlation,
+)
+
+__all__ = ["parallel_analysis", "velicer_map"]
+
+#: Simulated or resampled data are drawn in batches of at most this many float64
+#: entries (64 MiB), however many iterations are asked for.
+_BATCH_ENTRIES = 1 << 23
+
+
+def _descending_eigenvalues(R: np.ndarray) -> np.ndarray:
+    """Eigenvalues of a (stack of) symmetric matrices, largest first."""
+    return np.linalg.eigvalsh(R)[..., ::-1]
+
+
+def _reduced(R: np.ndarray) -> np.ndarray:
+    """A (stack of) correlation matrices with squared multiple correlations on the
+    diagonal: ``1 - 1 / diag(R^-1)``."""
+    smc = 1.0 - 1.0 / np.diagonal(np.linalg.inv(R), axis1=-2, axis2=-1)
+    out = R.copy()
+    d = R.shape[-1]
+    out[..., np.arange(d), np.arange(d)] = smc
+    return out
+
+
+def _correlations(Z: np.ndarray) -> np.ndarray:
+    """Sample correlation matrices of a stack of complete data sets (b, n, d)."""
+    Z = Z - Z.mean(axis=1, keepdims=True)
+    C = np.einsum("bni,bnj->bij", Z, Z, optimize=True)  # a BLAS product per data set
+    s = np.sqrt(np.diagonal(C, axis1=1, axis2=2))
+    R = C / (s[:, :, None] * s[:, None, :])
+    d = R.shape[-1]
+    R[:, np.arange(d), np.arange(d)] = 1.0
+    return R
+
+
+def _leading_count(observed: np.ndarray, reference: np.ndarray) -> int:
+    """How many leading observed eigenvalues exceed the reference, counted up to the
+    first that does not."""
+    above = observed > reference
+    return int(above.size if above.all() else np.argmin(above))
+
+
+def _eigenvalue_table(stack: np.ndarray, kind: str, quantile: float) -> dict:
+    """Mean and quantile, per eigenvalue index, of the components' and/or factors'
+    eigenvalues of a stack of correlation matrices."""
+    out = {}
+    if kind in ("both", "pc"):
+        out["components"] = _descending_eigenvalues(stack)
+    if kind in ("both", "fa"):
+        out["factors"] = _descending_eigenvalues(_reduced(stack))
+    return out
+
+
+def parallel_analysis(
+    X=None,
+    *,
+    covariance=None,
+    n_samples=None,
+    kind="both",
+    n_iter=100,
+    quantile=0.95,
+    resample=False,
+    random_state=None,
+) -> pd.DataFrame:
+    """Horn's parallel analysis: the number of components and factors whose
+    eigenvalues exceed those of uncorrelated data of the same size.
+
+    The observed eigenvalues are those of the correlation matrix (components) and of
+    the reduced correlation matrix, with each variable's squared multiple correlation
+    with the others on the diagonal (factors: the principal-axis variant of
+    Humphreys & Montanelli, 1975).  The reference eigenvalues come from ``n_iter``
+    data sets of independent standard normal variables of the same size (``n``
+    rows, ``d`` columns), treated the same way, and with ``resample=True`` also from
+    ``n_iter`` permutations of the data, each column permuted independently (which
+    keeps every variable's distribution and destroys the correlations).  The number
+    retained is the count of leading observed eigenvalues above the ``quantile`` of
+    the reference eigenvalue of the same rank, up to the first that is not (Horn,
+    1965; with the 95th percentile of Glorfeld, 1995).
+
+    R's ``psych::fa.parallel`` differs by default: its factor eigenvalues are those
+    of the correlation matrix with the communalities of a one-factor minres solution
+    on the diagonal (``SMC=FALSE``); ``fa.parallel(x, SMC=TRUE)`` is this variant.
+    Its resampling draws each column with replacement (a bootstrap) instead of
+    permuting it, and it counts against the simulated reference even when it also
+    resamples; here the resampled reference decides when ``resample=True``.  Its
+    ``quant=.95`` and the quantile rule (type 7) are those used here.
+
+    Parameters
+    ----------
+    X : array-like or DataFrame (n_samples, n_variables), optional
+        Data, NaN for missing entries (then the correlation of the saturated normal
+        model fitted by full-information ML, and ``n`` the number of rows); needs
+        more rows than columns.
+    covariance : array-like or DataFrame (d, d), optional
+        A covariance or correlation matrix instead of ``X``; ``resample=True`` needs
+        data.
+    n_samples : int, optional
+        Number of observations behind ``covariance`` (required with it, and more than
+        the number of variables).
+    kind : {"both", "pc", "fa"}, default="both"
+        Eigenvalues of components (``"pc"``), factors (``"fa"``) or both.
+    n_iter : int, default=100
+        Simulated (and resampled) data sets.
+    quantile : float, default=0.95
+        The reference quantile of each simulated eigenvalue, in (0, 1).
+    resample : bool, default=False
+        Also permute the data's columns independently.  With NaN entries the observed
+        values of each column are permuted among its observed rows (the missingness
+        pattern is kept) and each permuted data set's correlation is the saturated
+        normal fit again: this reference reflects the missing data, the simulated
+        (complete) one does not, and it is slower (one EM fit per data set).
+    random_state : int, numpy.random.Generator, RandomState or None, default=None
+        Seed of the simulations and permutations (anything
+        :func:`numpy.random.default_rng` takes).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per eigenvalue rank (index ``1..d``, named ``"eigenvalue"``), with
+        columns ``observed_components``, ``observed_factors``, then for each
+        reference (``simulated``, and ``resampled`` when asked) and each kind its
+        ``..._mean`` and ``..._quantile`` (e.g. ``simulated_factors_quantile``); only
+        the columns of the ``kind`` asked for.  ``attrs`` holds ``n_components`` and
+        ``n_factors`` (None for a kind not asked for), ``reference`` (``"simulated"``
+        or ``"resampled"``: which quantiles the counts are against), ``quantile``,
+        ``n_iter`` and ``n_samples``.
+
+    References
+    ----------
+    Horn, J. L. (1965). A rationale and test for the number of factors in factor
+    analysis. *Psychometrika*, 30, 179-185.
+
+    Humphreys, L. G., & Montanelli, R. G. (1975). An investigation of the parallel
+    analysis criterion for determining the number of common factors. *Multivariate
+    Behavioral Research*, 10, 193-205.
+
+    Glorfeld, L. W. (1995). An improvement on Horn's parallel analysis methodology
+    for selecting the correct number of factors to retain. *Educational and
+    Psychological Measurement*, 55, 377-393.
+
+    Examples
+    --------
+    The correlations of eight variables with two common factors, from 200
+    observations:
+
+    >>> import numpy as np
+    >>> from latentlab.psychometrics.retention import parallel_analysis
+    >>> L = np.array([[0.8, 0.75, 0.7, 0.65, 0.1, 0, 0, 0.1], [0, 0.1, 0, 0, 0.8, 0.7, 0.7, 0.6]])
+    >>> R = L.T @ L + np.diag(1 - (L**2).sum(axis=0))
+    >>> table = parallel_analysis(covariance=R, n_samples=200, n_iter=50, random_state=0)
+    >>> print(table.attrs["n_components"], table.attrs["n_factors"])
+    2 2
+    >>> print(table["observed_factors"].round(2).tolist()[:3])
+    [2.17, 1.71, -0.08]
+    """
+    check_option("kind", kind, ("both", "pc", "fa"))
+    n_iter = check_positive_int("n_iter", n_iter)
+    if isinstance(quantile, bool) or not isinstance(quantile, int | float | np.floating):
+        raise ValueError(f"quantile must be a number in (0, 1), got {quantile!r}")
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must lie strictly between 0 and 1, got {quantile!r}")
+    if resample and X is None:
+        raise ValueError("resample=True permutes the data: pass X, not covariance=")
+    R, n, names = correlation_input(X, covariance=covariance, n_samples=n_samples, n_above_d=True)
+    d = R.shape[0]
+    rng = np.random.default_rng(random_state)
+
+    columns = {}
+    observed = _eigenvalue_table(R[None], kind, quantile)
+    for what, values in observed.items():
+        columns[f"observed_{what}"] = values[0]
+
+    batch = max(1, _BATCH_ENTRIES // (n * d))
+    references = {"simulated": []}
+    for start in range(0, n_iter, batch):
+        size = min(batch, n_iter - start)
+        references["simulated"].append(_correlations(rng.standard_normal((size, n, d))))
+
+    if resample:
+        A, _ = data_matrix(X)
+        references["resampled"] = []
+        missing = np.isnan(A)
+        if not missing.any():
+            for start in range(0, n_iter, batch):
+                size = min(batch, n_iter - start)
+                # each column permuted on its own (one data set at a time: a batched
+                # call leaves the batch axis innermost in memory, far slower)
+                stack = np.stack([rng.permuted(A, axis=0) for _ in range(size)])
+                references["resampled"].append(_correlations(stack))
+        else:
+            rows = [np.flatnonzero(~missing[:, j]) for j in range(d)]
+            permuted = []
+            for _ in range(n_iter):
+                B = A.copy()
+                for j, r in enumerate(rows):
+                    B[r, j] = rng.permutation(A[r, j])
+                permuted.append(saturated_correlation(B))
+            references["resampled"].append(np.stack(permuted))
+
+    quantiles = {}
+    for source, stacks in references.items():
+        table = _eigenvalue_table(np.concatenate(stacks), kind, quantile)
+        for what, values in table.items():
+            columns[f"{source}_{what}_mean"] = values.mean(axis=0)
+            q = np.quantile(values, quantile, axis=0)
+            columns[f"{source}_{what}_quantile"] = q
+            quantiles[source, what] = q
+
+    reference = "resampled" if resample else "simulated"
+    frame = pd.DataFrame(columns, index=pd.RangeIndex(1, d + 1, name="eigenvalue"))
+    counts = {}
+    for what, key in (("components", "n_components"), ("factors", "n_factors")):
+        if (reference, what) in quantiles:
+            counts[key] = _leading_count(columns[f"observed_{what}"], quantiles[reference, what])
+        else:
+            counts[key] = None
+    frame.attrs.update(
+        n_components=counts["n_components"],
+        n_factors=counts["n_factors"],
+        reference=reference,
+        quantile=float(quantile),
+        n_iter=n_iter,
+        n_samples=n,
+    )
+    if names is not None:
+        frame.attrs["variables"] = list(names)
+    return frame
+
+
+def map_criterion(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Average squared and fourth-power partial correlations of a correlation matrix
+    after partialling out its first m principal components, m = 0..d-1."""
+    d = R.shape[0]
+    values, vectors = np.linalg.eigh(R)
+    values, vectors = values[::-1], vectors[:, ::-1]
+    loadings = vectors * np.sqrt(np.clip(values, 0.0, None))
+    off = ~np.eye(d, dtype=bool)
+    squared, fourth = np.empty(d), np.empty(d)
+    residual = R.copy()
+    for m in range(d):
+        if m:
+            residual = residual - np.outer(loadings[:, m - 1], loadings[:, m - 1])
+        s = np.sqrt(np.diag(residual))
+        partial = (residual / np.outer(s, s))[off]
+        squared[m] = np.mean(partial**2)
+        fourth[m] = np.mean(partial**4)
+    return squared, fourth
+
+
+def velicer_map(X=None, *, covariance=None, n_samples=None) -> pd.DataFrame:
+    """Velicer's minimum average partial (MAP) test for the number of components.
+
+    For m = 0, 1, ..., d-1 the first m principal components of the correlation
+    matrix R are partialled out: with loadings ``A_m`` (eigenvectors times the square
+    roots of their eigenvalues), the residual ``C_m = R - A_m A_m^T`` is rescaled to
+    unit diagonal, and its off-diagonal entries (the partial correlations given the
+    components) are averaged squared (Velicer, 1976) or raised to the fourth power
+    (Velicer, Eaton & Fava, 2000) over the d(d-1) ordered pairs.  The number of
+    components retained is the m of the smallest average; m = 0 (the average of the
+    correlations themselves) means none.
+
+    R's ``psych::VSS``/``vss`` computes the same squared averages (its ``map``) but
+    only for m = 1..min(n, d-1) (``n=8`` by default): it has no m = 0 row, so it
+    never answers 0, and it does not report the fourth-power variant.  Its rows are
+    the rows m >= 1 here.
+
+    Parameters
+    ----------
+    X : array-like or DataFrame (n_samples, n_variables), optional
+        Data, NaN for missing entries (then the correlation of the saturated normal
+        model fitted by full-information ML).
+    covariance : array-like or DataFrame (d, d), optional
+        A covariance or correlation matrix instead of ``X``.
+    n_samples : int, optional
+        Number of observations behind ``covariance``; not used (checked if given).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``m`` = 0..d-1 (named ``"n_components"``), columns ``squared`` and
+        ``fourth_power``; ``attrs["n_factors"]`` is the m minimising ``squared`` and
+        ``attrs["n_factors_fourth"]`` the m minimising ``fourth_power``.
+
+    References
+    ----------
+    Velicer, W. F. (1976). Determining the number of components from the matrix of
+    partial correlations. *Psychometrika*, 41, 321-327.
+
+    Velicer, W. F., Eaton, C. A., & Fava, J. L. (2000). Construct explication through
+    factor or component analysis: A review and evaluation of alternative procedures
+    for determining the number of factors or components. In R. D. Goffin & E.
+    Helmes (Eds.), *Problems and Solutions in Human Assessment* (pp. 41-71). Kluwer.
+
+    O'Connor, B. P. (2000). SPSS and SAS programs for determining the number of
+    components using parallel analysis and Velicer's MAP test. *Behavior Research
+    Methods, Instruments, & Computers*, 32, 396-402.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from latentlab.psychometrics.retention import velicer_map
+    >>> L = np.array([[0.8, 0.75, 0.7, 0.65, 0.1, 0, 0, 0.1], [0, 0.1, 0, 0, 0.8, 0.7, 0.7, 0.6]])
+    >>> R = L.T @ L + np.diag(1 - (L**2).sum(axis=0))
+    >>> table = velicer_map(covariance=R)
+    >>> print(table.attrs["n_factors"], table.attrs["n_factors_fourth"])
+    2 2
+    >>> print(table["squared"].round(2).tolist()[:4])
+    [0.11, 0.14, 0.05, 0.1]
+    """
+    R, _, _ = correlation_input(X, covariance=covariance, n_samples=n_samples, need_n=False)
+    squared, fourth = map_criterion(R)
+    frame = pd.DataFrame(
+        {"squared": squared, "fourth_power": fourth},
+        index=pd.RangeIndex(R.shape[0], name="n_components"),
+    )
+    frame.attrs["n_factors"] = int(np.argmin(squared))
+    frame.attrs["n_factors_fourth"] = int(np.argmin(fourth))
+    return frame
