@@ -137,3 +137,22 @@ def test_holzinger_swineford_as_r_factanal_prints_it():
     assert fit["p_value_bartlett"] == pytest.approx(0.0335, abs=0.00005)
     text = fa.summary(X)
     assert "chi2 = 22.897 on 12 df" in text and "Factor correlations" in text
+
+
+def test_goodness_of_fit_of_a_model_fitted_to_a_covariance_matrix(wine):
+    from latentlab.psychometrics import goodness_of_fit
+
+    X = wine.to_numpy()
+    S = np.cov(X.T, bias=True)
+    rows = FactorAnalysis(3, random_state=0).fit(X)
+    moments = FactorAnalysis(3, random_state=0).fit_covariance(S, len(X), mean=X.mean(axis=0))
+    by_rows = goodness_of_fit(rows, X)["value"]
+    by_moments = goodness_of_fit(moments, covariance=S, n_samples=len(X))["value"]
+    for statistic in ("chi2", "chi2_bartlett", "df", "rmsea", "cfi", "tli", "srmr", "bic"):
+        assert by_moments[statistic] == pytest.approx(by_rows[statistic], rel=1e-6), statistic
+    with pytest.raises(ValueError, match="not both"):
+        goodness_of_fit(moments, X, covariance=S, n_samples=len(X))
+    with pytest.raises(ValueError, match="n_samples"):
+        goodness_of_fit(moments, covariance=S, n_samples=1)
+    with pytest.raises(ValueError, match="describes 5 features"):
+        goodness_of_fit(moments, covariance=S[:5, :5], n_samples=len(X))

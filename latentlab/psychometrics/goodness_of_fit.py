@@ -12,7 +12,7 @@ import pandas as pd
 from scipy import optimize, stats
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_input_kind, check_level
+from latentlab._validation import check_covariance_matrix, check_input_kind, check_level
 from latentlab.models.gaussian_latent import LOG_2PI
 from latentlab.psychometrics._correlation import saturated_normal
 
@@ -41,7 +41,15 @@ ROWS = (
 )
 
 
-def goodness_of_fit(model, X, *, level: float = 0.90, close: float = 0.05) -> pd.DataFrame:
+def goodness_of_fit(
+    model,
+    X=None,
+    *,
+    covariance=None,
+    n_samples=None,
+    level: float = 0.90,
+    close: float = 0.05,
+) -> pd.DataFrame:
     """Goodness of fit of a fitted factor analysis (or PPCA) to the data it was fitted on.
 
     The model is compared with two others fitted by maximum likelihood to the same
@@ -63,8 +71,14 @@ def goodness_of_fit(model, X, *, level: float = 0.90, close: float = 0.05) -> pd
         to ``X``.  The statistics assume that fit: for a model fitted to other data
         (or by MAP, or not converged) they are not likelihood-ratio statistics, and
         a warning says so where it can tell.
-    X : array-like of shape (n_samples, n_features)
+    X : array-like of shape (n_samples, n_features), optional
         The data the model was fitted on; NaN entries are missing values.
+    covariance : array-like of shape (n_features, n_features), optional
+        Instead of ``X``, for a model fitted by ``fit_covariance``: the (ML, divisor
+        n) covariance or correlation matrix it was fitted to, with ``n_samples``;
+        every log-likelihood is then the complete-data closed form.
+    n_samples : int, optional
+        The rows behind ``covariance``.
     level : float, default=0.90
         Confidence level of the RMSEA interval (lavaan's ``rmsea.ci.level``).
     close : float, default=0.05
@@ -213,13 +227,29 @@ def goodness_of_fit(model, X, *, level: float = 0.90, close: float = 0.05) -> pd
     level = check_level(level)
     if isinstance(close, bool) or not isinstance(close, (int, float, np.floating)) or close <= 0:
         raise ValueError(f"close must be a positive number (an RMSEA), got {close!r}")
-    X = _check_X(X, model.n_features_in_)
+    if (X is None) == (covariance is None):
+        raise ValueError("pass the data X, or covariance= with n_samples= (not both)")
+    if covariance is None and n_samples is not None:
+        raise ValueError("n_samples= goes with covariance=: with X it is the number of rows")
     _warn_if_not_ml(model)
     notes: list[str] = []
-
-    n, d = X.shape
+    if X is not None:
+        X = _check_X(X, model.n_features_in_)
+        n, d = X.shape
+        missing = bool(np.isnan(X).any())
+    else:
+        S, _ = check_covariance_matrix(covariance)
+        if S.shape[0] != model.n_features_in_:
+            raise ValueError(
+                f"covariance describes {S.shape[0]} features, but the model was fitted on "
+                f"{model.n_features_in_}"
+            )
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        if n_samples < 2:
+            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        n, d, missing = int(n_samples), S.shape[0], False
     K = int(model.n_components_)
-    missing = bool(np.isnan(X).any())
     n_parameters = int(model.n_parameters_)
     df = d + d * (d + 1) // 2 - n_parameters
     if df < 0:
@@ -230,26 +260,10 @@ def goodness_of_fit(model, X, *, level: float = 0.90, close: float = 0.05) -> pd
         )
     df0 = d * (d - 1) // 2
 
-    names = getattr(model, "feature_names_in_", None)
-    rows = X if names is None else pd.DataFrame(X, columns=names)  # as it was fitted
-    loglik = float(np.sum(model.score_samples(rows)))
-    if not missing:
-        if np.max(np.abs(model.mean_ - X.mean(axis=0)) / X.std(axis=0).clip(1e-300)) > 1e-6:
-            warnings.warn(
-                "the model's mean_ is not the column means of X: was it fitted on this X? "
-                "The statistics assume the maximum-likelihood fit to X",
-                UserWarning,
-                stacklevel=2,
-            )
-    loglik_sat, S, converged = saturated_normal(X)
-    if not converged:
-        warnings.warn(
-            "the saturated model's EM did not converge in 10000 iterations: its "
-            "log-likelihood, and the chi-square statistics, are approximate",
-            UserWarning,
-            stacklevel=2,
-        )
-    loglik_ind = _independence_loglik(X)
+    if X is None:  # the complete-data closed forms, from the moments
+        loglik, loglik_sat, loglik_ind = _logliks_of_moments(S, model.get_covariance(), n)
+    else:
+        loglik, loglik_sat, S, loglik_ind = _logliks_of_rows(model, X, missing)
 
     chi2 = 2.0 * (loglik_sat - loglik)
     chi2_0 = 2.0 * (loglik_sat - loglik_ind)
@@ -379,6 +393,42 @@ def _warn_if_not_ml(model) -> None:
 
 
 # ----------------------------------------------------------------------------- models
+
+
+def _logliks_of_rows(model, X, missing):
+    """The model's, the saturated and the independence log-likelihoods of the rows
+    (full-information ones with NaN entries), and the saturated covariance."""
+    names = getattr(model, "feature_names_in_", None)
+    rows = X if names is None else pd.DataFrame(X, columns=names)  # as it was fitted
+    loglik = float(np.sum(model.score_samples(rows)))
+    if not missing:
+        if np.max(np.abs(model.mean_ - X.mean(axis=0)) / X.std(axis=0).clip(1e-300)) > 1e-6:
+            warnings.warn(
+                "the model's mean_ is not the column means of X: was it fitted on this X? "
+                "The statistics assume the maximum-likelihood fit to X",
+                UserWarning,
+                stacklevel=3,
+            )
+    loglik_sat, S, converged = saturated_normal(X)
+    if not converged:
+        warnings.warn(
+            "the saturated model's EM did not converge in 10000 iterations: its "
+            "log-likelihood, and the chi-square statistics, are approximate",
+            UserWarning,
+            stacklevel=3,
+        )
+    return loglik, loglik_sat, S, _independence_loglik(X)
+
+
+def _logliks_of_moments(S, Sigma, n):
+    """The three log-likelihoods of n complete rows with ML covariance S, for a model
+    of covariance Sigma whose mean is the rows' (as an ML fit's is)."""
+    d = S.shape[0]
+    logdet_model = np.linalg.slogdet(Sigma)[1]
+    model = -0.5 * n * (d * LOG_2PI + logdet_model + np.trace(np.linalg.solve(Sigma, S)))
+    saturated = -0.5 * n * (d * LOG_2PI + np.linalg.slogdet(S)[1] + d)
+    independence = -0.5 * n * float(np.sum(LOG_2PI + np.log(np.diag(S)) + 1.0))
+    return float(model), float(saturated), independence
 
 
 def _independence_loglik(X: np.ndarray) -> float:
