@@ -31,6 +31,7 @@ _ESTIMATORS = (
     "KernelCCA",
     "PPCA",
     "FactorAnalysis",
+    "ConfirmatoryFactorAnalysis",
     "BayesianPCA",
     "SupervisedPCA",
     "GaussianMixture",

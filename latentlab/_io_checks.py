@@ -356,6 +356,17 @@ FITTED_STATE: dict[str, dict[str, Field] | Callable[[Any], dict[str, Field]]] = 
         "online_state_/param_psi": _field("d", "positive", STREAM),
         "online_state_/variance_floor": _field("d", "positive", STREAM),
     },
+    "ConfirmatoryFactorAnalysis": {
+        "n_components_": _field("", "count"),
+        **_EM_TRACE,
+        "params_/loadings": _field("dK"),
+        "params_/phi_chol": _field("KK", "cholesky"),
+        "params_/mu": _field("d"),
+        "params_/psi": _field("d", "positive"),
+        "pattern_": _field("dK", "bool"),
+        "markers_": _field("K", "index"),
+        "factor_names_": _field("K", "str"),
+    },
     "BayesianPCA": {
         **_GAUSSIAN_LATENT,
         "params_/sigma2": _field("", "positive"),

@@ -95,8 +95,17 @@ def _plain(value):
 
 def _setting(value):
     """``(JSON value, saved?)`` of a constructor setting: scalars as they are, lists,
-    tuples and 1-D arrays of scalars (a vocabulary, say) as lists; anything else (a
-    RandomState, an array of initial means) is not saved."""
+    tuples and 1-D arrays of scalars (a vocabulary, say) as lists, dicts with string
+    keys of such values (a factor pattern) as dicts; anything else (a RandomState, an
+    array of initial means) is not saved."""
+    if isinstance(value, dict):  # one level: values are scalars or lists of them
+        items = {
+            key: _setting(v) if not isinstance(v, dict) else (None, False)
+            for key, v in value.items()
+        }
+        if all(isinstance(key, str) and saved for key, (_, saved) in items.items()):
+            return {key: v for key, (v, _) in items.items()}, True
+        return None, False
     value = _plain(value)
     if isinstance(value, _JSON_TYPES):
         return value, True
@@ -382,6 +391,18 @@ def load(path):
         raise ValueError(f"{path}: cannot be read ({err})") from err
 
 
+def _plain_setting(value, nested: bool = False) -> bool:
+    """What :func:`_setting` writes: a scalar, a list of scalars, or (not nested) a
+    dict with string keys of those."""
+    if isinstance(value, _JSON_TYPES):
+        return True
+    if isinstance(value, list):
+        return all(isinstance(v, _JSON_TYPES) for v in value)
+    if isinstance(value, dict) and not nested:
+        return all(isinstance(k, str) and _plain_setting(v, True) for k, v in value.items())
+    return False
+
+
 def _load(path):
     meta, contents = _read(path)
     cls = _registry().get(meta["class"])
@@ -394,11 +415,8 @@ def _load(path):
     if unknown:
         raise _Corrupt(f"settings {unknown} are not settings of {cls.__name__}")
     for key, value in settings.items():
-        ok = isinstance(value, _JSON_TYPES) or (
-            isinstance(value, list) and all(isinstance(v, _JSON_TYPES) for v in value)
-        )
-        if not ok:
-            raise _Corrupt(f"setting {key!r} is not a scalar or a list of scalars")
+        if not _plain_setting(value):
+            raise _Corrupt(f"setting {key!r} is not a scalar, a list of scalars or a dict of those")
     if settings.get("dtype", "float64") not in ("float64", "float32"):
         raise _Corrupt(f"unknown dtype setting {settings['dtype']!r}")
     # JSON has no tuples: a setting whose default is one (hidden_layer_sizes) is one

@@ -41,6 +41,11 @@ RECIPES = {
     "PPCA": (dict(n_components=2, random_state=0), (X,), {"transform": (X,)}),
     # one factor: the most 4 features identify (the Ledermann bound)
     "FactorAnalysis": (dict(n_components=1, random_state=0), (X,), {"transform": (X,)}),
+    "ConfirmatoryFactorAnalysis": (
+        dict(pattern={"f": [0, 1, 2, 3]}),
+        (X,),
+        {"transform": (X,)},
+    ),
     "BayesianPCA": (dict(n_components=3, random_state=0), (X,), {"transform": (X,)}),
     "SupervisedPCA": (
         dict(n_components=2, random_state=0),

@@ -167,6 +167,11 @@ def check_factor_analysis_report(s):
     assert s["complete_rows_missing"] < 60
     assert s["max_loading_change_missing"] < 0.2
     assert s["df_missing"] == 12 and 0 < s["chi2_missing"] < 60
+    # the confirmatory three-factor model: lavaan's published fit
+    assert s["cfa_chi2"] == pytest.approx(85.306, abs=0.0005) and s["cfa_df"] == 24
+    assert s["cfa_cfi"] == pytest.approx(0.931, abs=0.0005)
+    assert s["cfa_rmsea"] == pytest.approx(0.092, abs=0.0005)
+    assert 0 < s["cfa_chi2_missing"] < 200 and s["cfa_loading_change_missing"] < 0.3
 
 
 def check_embedding_uncertainty(s):

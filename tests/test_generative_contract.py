@@ -25,6 +25,7 @@ from latentlab import (
     PLSA,
     PPCA,
     BayesianPCA,
+    ConfirmatoryFactorAnalysis,
     FactorAnalysis,
     GaussianMixture,
     SupervisedPCA,
@@ -79,6 +80,16 @@ CASES = {
     "PPCA-closed_form": Case(lambda: PPCA(3, method="closed_form"), low_rank, False, "loglik"),
     "FA": Case(lambda: FactorAnalysis(3, random_state=0), low_rank, False, "loglik"),
     "FA-missing": Case(lambda: FactorAnalysis(3, random_state=0), low_rank, True, "loglik"),
+    **{
+        f"CFA{suffix}": Case(
+            # three factors of the planted rank-3 data, two markers' worth of indicators
+            lambda: ConfirmatoryFactorAnalysis({"a": [0, 1, 2], "b": [3, 4, 5], "c": [6, 7]}),
+            low_rank,
+            missing,
+            "loglik",
+        )
+        for suffix, missing in (("", False), ("-missing", True))
+    },
     "BPCA": Case(lambda: BayesianPCA(6, random_state=0), low_rank, False, "joint"),
     "BPCA-missing": Case(lambda: BayesianPCA(6, random_state=0), low_rank, True, "joint"),
     # its trace is the alpha-weighted objective (its oracle: test_supervised_pca.py)

@@ -335,7 +335,7 @@ def test_bad_inputs(wine):
         goodness_of_fit(latentlab.FactorAnalysis(2), X)
     with pytest.raises(ValueError, match="X has 12 features, but the model was fitted on 13"):
         goodness_of_fit(fa, X[:, :12])
-    with pytest.raises(TypeError, match="FactorAnalysis or latentlab.PPCA"):
+    with pytest.raises(TypeError, match="FactorAnalysis, PPCA or ConfirmatoryFactorAnalysis"):
         goodness_of_fit(latentlab.GaussianMixture(1), X)
     with pytest.raises(ValueError, match="2-D"):
         goodness_of_fit(fa, X[0])

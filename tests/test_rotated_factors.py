@@ -156,6 +156,10 @@ def test_factor_score_methods_have_their_defining_properties(fixture, request):
     np.testing.assert_allclose(anderson_rubin @ S @ anderson_rubin.T, np.eye(K), atol=1e-10)
     ten_berge = score_map(model, "ten_berge")
     np.testing.assert_allclose(ten_berge @ S @ ten_berge.T, Phi, atol=1e-10)
+    X_probe = model.mean_ + np.eye(model.n_features_in_)
+    np.testing.assert_array_equal(  # transform(X, method=...) is factor_scores
+        model.transform(X_probe, method="bartlett"), bartlett.T
+    )
     if fixture == "unrotated":  # uncorrelated factors: ten Berge's are Anderson-Rubin's
         np.testing.assert_allclose(ten_berge, anderson_rubin, atol=1e-10)
 

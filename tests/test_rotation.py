@@ -332,6 +332,19 @@ def test_random_starts_are_reproducible_and_never_worse():
     assert many.criterion <= one.criterion + 1e-15
 
 
+def test_one_start_is_the_identity_whatever_the_seed():
+    A = WINE[3]
+    for method in ("oblimin", "varimax"):
+        plain = rotate(A, method)
+        for seed in (0, np.random.default_rng(1)):
+            seeded = rotate(A, method, random_state=seed)
+            np.testing.assert_array_equal(seeded.loadings, plain.loadings)
+            np.testing.assert_array_equal(seeded.rotation_matrix, plain.rotation_matrix)
+            assert (seeded.criterion, seeded.n_iter) == (plain.criterion, plain.n_iter)
+    with pytest.raises(TypeError):  # a bad seed is refused even when unused
+        rotate(A, "varimax", random_state="seed")
+
+
 def test_one_factor_is_returned_sign_canonical():
     a = -np.linspace(0.2, 0.8, 5)[:, None]
     for method in ("varimax", "oblimin", "promax", "geomin"):

@@ -4,6 +4,7 @@ from latentlab.estimators.agglomerative import AgglomerativeClustering
 from latentlab.estimators.autoencoder import Autoencoder
 from latentlab.estimators.bpca import BayesianPCA
 from latentlab.estimators.cca import CCA, KernelCCA
+from latentlab.estimators.cfa import ConfirmatoryFactorAnalysis
 from latentlab.estimators.factor_analysis import FactorAnalysis
 from latentlab.estimators.fastica import FastICA
 from latentlab.estimators.gmm import GaussianMixture
@@ -34,6 +35,7 @@ __all__ = [
     "KernelCCA",
     "PPCA",
     "FactorAnalysis",
+    "ConfirmatoryFactorAnalysis",
     "BayesianPCA",
     "SupervisedPCA",
     "GaussianMixture",

@@ -668,10 +668,13 @@ class GaussianLatentEstimator(
         K = self.n_components_
         return mean[:, :K].copy(), cov[:, :K, :K].copy()
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X, method: str = "regression") -> np.ndarray:
         """Posterior mean E[z | x] of the latent variables, shape (n_samples, n_components).
 
-        A Dask array gives a Dask array."""
+        ``method`` other than ``"regression"`` (the posterior mean) gives those factor
+        scores instead (:meth:`factor_scores`).  A Dask array gives a Dask array."""
+        if method != "regression":
+            return self.factor_scores(X, method=method)
         if is_dask(X):
             check_is_fitted(self)
             return _chunked_outputs().map_row_output(

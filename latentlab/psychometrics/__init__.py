@@ -10,7 +10,7 @@ maximum likelihood.  Rotations are :func:`latentlab.rotate`, and the estimators'
 from latentlab.psychometrics.adequacy import KMO, BartlettSphericity, bartlett_sphericity, kmo
 from latentlab.psychometrics.goodness_of_fit import goodness_of_fit
 from latentlab.psychometrics.report import loadings_table, summary, variance_table
-from latentlab.psychometrics.retention import parallel_analysis, velicer_map
+from latentlab.psychometrics.retention import how_many_factors, parallel_analysis, velicer_map
 
 __all__ = [
     "KMO",
@@ -19,6 +19,7 @@ __all__ = [
     "bartlett_sphericity",
     "parallel_analysis",
     "velicer_map",
+    "how_many_factors",
     "goodness_of_fit",
     "loadings_table",
     "variance_table",

@@ -217,11 +217,11 @@ def goodness_of_fit(
     >>> fit.loc["rmsea"].round(3).tolist()  # value, lower, upper (90% interval)
     [0.129, 0.109, 0.15]
     """
-    FactorAnalysis, PPCA = _model_classes()
-    if not isinstance(model, (FactorAnalysis, PPCA)):
+    FactorAnalysis, PPCA, ConfirmatoryFactorAnalysis = _model_classes()
+    if not isinstance(model, (FactorAnalysis, PPCA, ConfirmatoryFactorAnalysis)):
         raise TypeError(
-            "goodness_of_fit takes a fitted latentlab.FactorAnalysis or latentlab.PPCA, "
-            f"got {type(model).__name__}"
+            "goodness_of_fit takes a fitted latentlab.FactorAnalysis, PPCA or "
+            f"ConfirmatoryFactorAnalysis, got {type(model).__name__}"
         )
     check_is_fitted(model)
     level = check_level(level)
@@ -292,7 +292,10 @@ def goodness_of_fit(
             "statistic; no Bartlett correction exists for it (chi2_bartlett is NaN)"
         )
     elif not isinstance(model, FactorAnalysis):
-        notes.append("chi2_bartlett is factanal's correction for factor analysis: NaN for PPCA")
+        notes.append(
+            "chi2_bartlett is factanal's correction for exploratory factor analysis: NaN "
+            f"for {type(model).__name__}"
+        )
     else:
         chi2_bartlett = (n - 1 - (2 * d + 5) / 6 - 2 * K / 3) * chi2 / n
         p_bartlett = float(stats.chi2.sf(chi2_bartlett, df)) if df > 0 else np.nan
@@ -347,10 +350,11 @@ def goodness_of_fit(
 
 
 def _model_classes():
+    from latentlab.estimators.cfa import ConfirmatoryFactorAnalysis
     from latentlab.estimators.factor_analysis import FactorAnalysis
     from latentlab.estimators.ppca import PPCA
 
-    return FactorAnalysis, PPCA
+    return FactorAnalysis, PPCA, ConfirmatoryFactorAnalysis
 
 
 def _check_X(X, n_features: int) -> np.ndarray:
