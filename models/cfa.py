@@ -24,6 +24,7 @@ log-likelihood, so the observed-data log-likelihood never decreases.
 
 from __future__ import annotations
 
+from functools import cache, partial
 from typing import NamedTuple
 
 import jax
@@ -239,3 +240,122 @@ def n_parameters(free, orthogonal: bool) -> int:
     d, K = free.shape
     covariances = K if orthogonal else K * (K + 1) // 2
     return int(free.sum()) + covariances + 2 * d
+
+
+@cache  # one sigma per shape, so the derivative programs compile once per shape
+def _covariance_structure(d: int, K: int):
+    """``(sigma(theta), unpack)``: Sigma = Lambda Phi Lambda^T + Psi as a function of
+    theta = (every loading, Phi's lower triangle, Psi's lower triangle), so that any
+    loading, factor covariance or residual covariance can be freed or tested."""
+    phi_rows, phi_cols = np.tril_indices(K)
+    psi_rows, psi_cols = np.tril_indices(d)
+
+    def symmetric(values, rows, cols, size):
+        M = jnp.zeros((size, size), values.dtype).at[rows, cols].set(values)
+        return M + M.T - jnp.diag(jnp.diag(M))
+
+    def sigma(theta):
+        L = theta[: d * K].reshape(d, K)
+        phi = symmetric(theta[d * K : d * K + len(phi_rows)], phi_rows, phi_cols, K)
+        psi = symmetric(theta[d * K + len(phi_rows) :], psi_rows, psi_cols, d)
+        return L @ phi @ L.T + psi
+
+    return sigma, (phi_rows, phi_cols), (psi_rows, psi_cols)
+
+
+def modification_indices(loadings, phi, psi, mean, free, orthogonal, S=None, X=None):
+    """Score tests of the parameters a CFA fixes (Sorbom 1989): for each fixed
+    parameter, the chi-square (1 df) by which freeing it alone would lower the model's
+    chi-square to first order, and its expected change.
+
+    ``MI_k = g_k^2 / V_k`` and ``EPC_k = g_k / V_k`` with ``g`` the log-likelihood's
+    gradient at the fit and ``V_k = I_kk - I_kF I_FF^-1 I_Fk`` (I the information,
+    F the free parameters).  Complete data (``S = (n, ML covariance)``): the
+    expected information ``n/2 tr(Sigma^-1 dSigma_i Sigma^-1 dSigma_j)``, lavaan's
+    default.  With NaN entries (``X``): the gradient of the exact observed-data
+    log-likelihood and its expected information summed over each row's observed
+    block (the observed information, minus the Hessian, can be indefinite at a
+    misspecified fit: it gave negative indices).  JAX takes every derivative.
+
+    Returns ``(candidates, mi, epc)``: candidates as (kind, i, j) with kind "loading"
+    (indicator i, factor j), "residual" (indicators i, j) or "factor" (factors i, j).
+    """
+    d, K = np.shape(loadings)
+    sigma, (phi_rows, phi_cols), (psi_rows, psi_cols) = _covariance_structure(d, K)
+    theta = np.concatenate(
+        [
+            np.ravel(loadings),
+            np.asarray(phi)[phi_rows, phi_cols],
+            np.asarray(psi)[psi_rows, psi_cols],
+        ]
+    )
+    # which entries of theta are free, and which fixed ones are tested
+    free_loading = np.asarray(free, bool).ravel()
+    fixed_loading = ~free_loading & (np.ravel(loadings) == 0)
+    phi_free = np.ones(len(phi_rows), bool) if not orthogonal else phi_rows == phi_cols
+    psi_free = psi_rows == psi_cols
+    is_free = np.concatenate([free_loading, phi_free, psi_free])
+    tested = np.concatenate([fixed_loading, ~phi_free, ~psi_free])
+    candidates = (
+        [("loading", j, k) for j in range(d) for k in range(K)]
+        + [("factor", r, c) for r, c in zip(phi_rows, phi_cols, strict=True)]
+        + [("residual", r, c) for r, c in zip(psi_rows, psi_cols, strict=True)]
+    )
+    with jax.enable_x64(True):
+        if X is None:
+            n, S = S
+            gradient, information = _expected_derivatives(sigma, theta, np.asarray(S), float(n))
+        else:
+            gradient, information = _fiml_derivatives(
+                sigma, theta, np.asarray(mean, np.float64), np.asarray(X, np.float64)
+            )
+    gradient, information = np.asarray(gradient), np.asarray(information)
+    F = np.flatnonzero(is_free)
+    T = np.flatnonzero(tested)
+    # V_k = I_kk - I_kF I_FF^-1 I_Fk for every tested k at once
+    solved = np.linalg.solve(information[np.ix_(F, F)], information[np.ix_(F, T)])
+    V = information[T, T] - np.einsum("ft,ft->t", information[np.ix_(F, T)], solved)
+    mi, epc = gradient[T] ** 2 / V, gradient[T] / V
+    return [candidates[k] for k in T], mi, epc
+
+
+@partial(jax.jit, static_argnums=0)
+def _expected_derivatives(sigma, theta, S, n):
+    """Gradient and expected information (complete rows, ML covariance S)."""
+
+    def loglik(t):
+        C = sigma(t)
+        return -0.5 * n * (jnp.linalg.slogdet(C)[1] + jnp.trace(jnp.linalg.solve(C, S)))
+
+    C = sigma(theta)
+    jac = jax.jacobian(lambda t: sigma(t).ravel())(theta)  # (d*d, p)
+    inverse = jnp.linalg.inv(C)
+    return jax.grad(loglik)(theta), 0.5 * n * jac.T @ jnp.kron(inverse, inverse) @ jac
+
+
+@partial(jax.jit, static_argnums=0)
+def _fiml_derivatives(sigma, theta, mu, X):
+    """Gradient of the exact observed-data log-likelihood in theta (at the means
+    ``mu``) and its expected information, each row's observed block's
+    ``1/2 tr(S_oo^-1 dS_oo S_oo^-1 dS_oo)`` summed (the means' block is orthogonal)."""
+    d = X.shape[1]
+    observed = ~jnp.isnan(X)
+    resid = jnp.where(observed, X - mu, 0.0)
+    both = observed[:, :, None] & observed[:, None, :]
+    alone = jnp.where(~observed, 1.0, 0.0)[:, :, None] * jnp.eye(d, dtype=X.dtype)
+
+    def blocks_of(t):  # each row's observed block, a missing coordinate its own unit block
+        return jnp.where(both, sigma(t), 0.0) + alone
+
+    def loglik(t):
+        blocks = blocks_of(t)
+        logdet = jnp.linalg.slogdet(blocks)[1]
+        quad = jnp.einsum("ni,ni->n", resid, jnp.linalg.solve(blocks, resid[..., None])[..., 0])
+        return -0.5 * jnp.sum(logdet + quad)
+
+    inverse = jnp.linalg.inv(blocks_of(theta))  # (n, d, d)
+    jac = jax.jacobian(sigma)(theta)  # (d, d, p)
+    masked = both[..., None] * jac[None]  # (n, d, d, p)
+    left = jnp.einsum("nij,njkp->nikp", inverse, masked)
+    information = 0.5 * jnp.einsum("nikp,nkiq->pq", left, left)
+    return jax.grad(loglik)(theta), information

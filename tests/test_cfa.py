@@ -124,3 +124,57 @@ def test_bad_patterns_are_refused(tests9):
         ConfirmatoryFactorAnalysis({"a": ["x1", "x2"]}, orthogonal=False).fit(X[["x1", "x2"]])
     with pytest.raises(ValueError, match="boolean"):
         ConfirmatoryFactorAnalysis(np.ones((3, 2))).fit(X)
+
+
+def test_modification_indices_as_lavaan_publishes_them(tests9, fitted):
+    # lavaan's tutorial, modindices(fit, sort = TRUE, maximum.number = 5)
+    table = fitted.modification_indices(tests9)
+    top = table.head(5)
+    assert list(zip(top.lhs, top.op, top.rhs, strict=True)) == [
+        ("visual", "=~", "x9"),
+        ("x7", "~~", "x8"),
+        ("visual", "=~", "x7"),
+        ("x8", "~~", "x9"),
+        ("textual", "=~", "x3"),
+    ]
+    np.testing.assert_allclose(top.mi, [36.411, 34.145, 18.631, 14.946, 9.151], atol=0.0005)
+    np.testing.assert_allclose(top.epc, [0.577, 0.536, -0.422, -0.423, -0.272], atol=0.0005)
+    # every cross-loading and residual covariance, none of the model's own parameters
+    assert len(table) == 9 * 3 - 9 + 9 * 8 // 2
+    # the score test predicts the chi-square drop of freeing the parameter
+    freed = ConfirmatoryFactorAnalysis({**THREE_ABILITIES, "visual": ["x1", "x2", "x3", "x9"]}).fit(
+        tests9
+    )
+    drop = (
+        goodness_of_fit(fitted, tests9)["value"]["chi2"]
+        - goodness_of_fit(freed, tests9)["value"]["chi2"]
+    )
+    assert 0.75 * table.mi[0] < drop < 1.25 * table.mi[0]
+    # with NaN entries: the observed information of the full-information likelihood
+    holes, _ = hide_at_random(tests9.to_numpy(), 0.2, seed=1)
+    holes = pd.DataFrame(holes, columns=tests9.columns)
+    model = ConfirmatoryFactorAnalysis(THREE_ABILITIES).fit(holes)
+    with_nan = model.modification_indices(holes)
+    assert len(with_nan) == len(table) and np.all(np.isfinite(with_nan.mi))
+    assert np.all(with_nan.mi > -1e-8)
+
+
+def test_full_information_modification_indices_on_complete_rows_are_the_moments_ones(
+    tests9, fitted
+):
+    from latentlab.models import cfa
+
+    X = tests9.to_numpy()
+    free, _ = fitted._hyper_host
+    args = (
+        fitted.loadings_,
+        fitted.factor_covariance_,
+        np.diag(fitted.noise_variance_),
+        X.mean(axis=0),
+        free,
+        False,
+    )
+    _, mi_rows, epc_rows = cfa.modification_indices(*args, X=X)
+    _, mi_moments, epc_moments = cfa.modification_indices(*args, S=(len(X), np.cov(X.T, bias=True)))
+    np.testing.assert_allclose(mi_rows, mi_moments, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(epc_rows, epc_moments, rtol=1e-8, atol=1e-8)

@@ -171,6 +171,8 @@ def check_factor_analysis_report(s):
     assert s["cfa_chi2"] == pytest.approx(85.306, abs=0.0005) and s["cfa_df"] == 24
     assert s["cfa_cfi"] == pytest.approx(0.931, abs=0.0005)
     assert s["cfa_rmsea"] == pytest.approx(0.092, abs=0.0005)
+    assert s["top_modification"] == "visual =~ x9"  # lavaan's modindices: 36.411
+    assert s["top_modification_mi"] == pytest.approx(36.411, abs=0.0005)
     assert 0 < s["cfa_chi2_missing"] < 200 and s["cfa_loading_change_missing"] < 0.3
 
 

@@ -7,6 +7,7 @@ from functools import partial
 
 import jax
 import numpy as np
+import pandas as pd
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -300,6 +301,46 @@ class ConfirmatoryFactorAnalysis(
             fixed=fixed,
             orthogonal=bool(self.orthogonal),
         )
+
+    def modification_indices(self, X) -> pd.DataFrame:
+        """Score tests of every parameter the model fixes -- cross-loadings, residual
+        covariances of indicators, factor covariances of orthogonal factors -- as
+        lavaan's ``modindices``: ``mi``, the chi-square (1 df) by which freeing that
+        parameter alone would lower the model's chi-square (to first order), and
+        ``epc``, its expected value when freed; sorted by ``mi``.
+
+        X is the data the model was fitted on.  Complete rows: the expected
+        information (lavaan's default); with NaN entries, the observed information of
+        the full-information likelihood (see
+        :func:`latentlab.models.cfa.modification_indices`).
+        """
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=True)
+        free, _ = self._hyper_host
+        C = np.linalg.cholesky(self.factor_covariance_)
+        psi = np.diag(self.noise_variance_)
+        if np.isnan(X).any():
+            moments, rows = None, X
+        else:
+            moments, rows = (len(X), np.cov(X.T, bias=True)), None
+        candidates, mi, epc = cfa.modification_indices(
+            self.loadings_, C @ C.T, psi, self.mean_, free, bool(self.orthogonal), moments, rows
+        )
+        names = getattr(self, "feature_names_in_", None)
+        features = (
+            [str(v) for v in names] if names is not None else [f"x{j}" for j in range(len(psi))]
+        )
+        factors = list(self.factor_names_)
+        table = []
+        for (kind, i, j), m, e in zip(candidates, mi, epc, strict=True):
+            if kind == "loading":
+                table.append((factors[j], "=~", features[i], m, e))
+            elif kind == "residual":
+                table.append((features[j], "~~", features[i], m, e))
+            else:
+                table.append((factors[j], "~~", factors[i], m, e))
+        out = pd.DataFrame(table, columns=["lhs", "op", "rhs", "mi", "epc"])
+        return out.sort_values("mi", ascending=False, ignore_index=True)
 
     def _posterior_rows(self, X):
         X = check_data(self, X, reset=False, allow_nan=True)
