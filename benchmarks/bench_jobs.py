@@ -70,7 +70,7 @@ def fa_table(names):
     import jax
 
     import latentlab._shapes
-    import latentlab.estimators._gaussian_latent_programs as programs
+    import latentlab.inference.em as engine
     from latentlab import FactorAnalysis
 
     def fit(X, K, max_iter):
@@ -90,8 +90,8 @@ def fa_table(names):
         rows[name] = [fit(X, DATASETS[name], 5000)]
     # EM alone: the estimator's own program (same start, tol and stopping rule) with the
     # quasi-Newton phase taken out, compiled afresh
-    polish = programs._polish
-    programs._polish = lambda *args: None
+    polish = engine.polish_coordinates
+    engine.polish_coordinates = lambda *args: None
     jax.clear_caches()
     latentlab._shapes.forget_programs()
     try:
@@ -99,7 +99,7 @@ def fa_table(names):
             X, _ = hide_mar(load(name), FRACTION)
             rows[name].append(fit(X, DATASETS[name], EM_ALONE_CYCLES))
     finally:
-        programs._polish = polish
+        engine.polish_coordinates = polish
         jax.clear_caches()
     for name, (polished, alone) in rows.items():
         print(f"{name:<14}{'EM + quasi-Newton':<22}{polished}")

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from latentlab.inference.em import EMModel
 from latentlab.inference.posterior.spec import Site
 from latentlab.inference.quasi_newton import BoxCoordinates
 from latentlab.models._gaussian_latent_moments import (
@@ -79,7 +81,9 @@ __all__ = [
     "loadings_and_mean_sites",
     "masked_low_rank",
     "observe_rows",
-    # the quasi-Newton phase's coordinates
+    # the fit's starts, and the quasi-Newton phase's coordinates
+    "em_model",
+    "em_starts",
     "free_loadings",
     "variance_coordinates",
     # host algebra
@@ -170,6 +174,52 @@ def observe_rows(X, W, mu, noise_var, *, n_samples, has_missing, explicit_latent
         else:
             marginal, obs = _observed_marginal(X_batch, W, mu, noise_var, has_missing)
             numpyro.sample("x", marginal, obs=obs)
+
+
+# ----------------------------------------------------------------------------- init
+
+
+def em_model(module, *, n_columns: int, n_init: int, pca_start: bool = True) -> EMModel:
+    """The EM model of a Gaussian-latent model ``module`` (PPCA, factor analysis,
+    Bayesian PCA, supervised PCA) for :func:`latentlab.inference.em.fit_em`, with
+    loadings of ``n_columns`` columns and ``n_init`` starts (:func:`em_starts`)."""
+    pca_start = bool(pca_start) and getattr(module, "init_from_pca", None) is not None
+    model = EMModel(
+        module.e_step,
+        module.m_step,
+        starts=em_starts,
+        coordinates=getattr(module, "coordinates", None),
+    )
+    return model.with_settings(
+        module=module, n_columns=int(n_columns), n_init=int(n_init), pca_start=pca_start
+    )
+
+
+def em_starts(inputs, data: GaussianData, hyper, *, module, n_columns, n_init, pca_start):
+    """The starts of a fit, traced: the PCA start where the model has one, then random
+    ones up to ``n_init``.  ``inputs = (n, n_components, seed, column_variance)``.
+
+    The loadings have ``n_columns`` columns, of which the first ``n_components`` (a
+    traced value) are the model's and the rest padding held at zero, so every K of a
+    bucket runs the same program (:func:`latentlab._shapes.gaussian_latent_columns`)."""
+    n, n_components, seed, column_variance = inputs
+    d = data.X.shape[-1]
+    active = (jnp.arange(n_columns) < n_components).astype(data.X.dtype)
+    starts = []
+    if pca_start:
+        # Random starts alone can end, converged, in a worse local optimum when data
+        # are missing (0.26 nats/row worse on a monotone pattern); the PCA start is
+        # deterministic and near the optimum, and n_init > 1 adds random ones.
+        pca = mean_imputed_pca(data, n, n_columns, n_components)
+        starts.append(jax.tree.map(lambda leaf: leaf[None], module.init_from_pca(pca, hyper)))
+    if n_init > len(starts):  # keys drawn for all n_init: the first is the PCA start's
+        keys = jax.random.split(jax.random.PRNGKey(seed), n_init)[len(starts) :]
+
+        def random_start(key):
+            return module.init_params(key, d, n_columns, column_variance, active)
+
+        starts.append(jax.vmap(random_start)(keys))
+    return jax.tree.map(lambda *batches: jnp.concatenate(batches), *starts)
 
 
 # ----------------------------------------------------------------------------- coordinates

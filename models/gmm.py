@@ -44,6 +44,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
 
+from latentlab.inference.em import EMModel
 from latentlab.inference.posterior.spec import PosteriorSpec, Site
 from latentlab.models._gmm_covariances import (
     COVARIANCE_TYPES,
@@ -67,6 +68,7 @@ from latentlab.models._gmm_covariances import (
     unit_scale,
 )
 from latentlab.models._gmm_observe import _observe_with_assignment, masked_components
+from latentlab.models._gmm_starts import KMeansStart, em_starts, start_responsibilities
 from latentlab.models._gmm_statistics import (
     GMMData,
     MixtureStats,
@@ -90,6 +92,10 @@ __all__ = [
     "scale_tril",
     "init_params",
     "params_from_responsibilities",
+    "KMeansStart",
+    "start_responsibilities",
+    "em_starts",
+    "em_model",
     "component_log_density",
     "component_variances",
     "conditional_components",
@@ -333,3 +339,10 @@ def step_functions(covariance_type: str):
     """``(e_step, m_step)`` with the covariance type bound; the same objects every call,
     so the jit'd EM driver compiles once per shape."""
     return _STEPS[covariance_type]
+
+
+def em_model(covariance_type: str) -> EMModel:
+    """The EM model for :func:`latentlab.inference.em.fit_em`: the steps of
+    ``covariance_type`` and the starts of :func:`em_starts`."""
+    e_step, m_step = step_functions(covariance_type)
+    return EMModel(e_step, m_step, starts=em_starts).with_settings(covariance_type=covariance_type)

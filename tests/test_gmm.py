@@ -193,13 +193,13 @@ def fit_with_and_without_padding(monkeypatch, X, **kwargs):
     from latentlab.estimators import gmm as module
 
     ran_with = []
-    program = module._fit_em_program
+    fit_em = module.fit_em
 
-    def spy(*args, **kw):
-        ran_with.append(args[3].shape[-1])  # active: (components,), padding included
-        return program(*args, **kw)
+    def spy(model, start_inputs, data, hyper, *args, **kw):
+        ran_with.append(hyper.active.shape[-1])  # (components,), padding included
+        return fit_em(model, start_inputs, data, hyper, *args, **kw)
 
-    monkeypatch.setattr(module, "_fit_em_program", spy)
+    monkeypatch.setattr(module, "fit_em", spy)
     padded = GaussianMixture(K, **kwargs).fit(X)
     with latentlab.config_context(padding=False):
         plain = GaussianMixture(K, **kwargs).fit(X)

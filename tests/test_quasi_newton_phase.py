@@ -193,14 +193,16 @@ def test_supervised_pca_converges_to_a_maximum_in_few_steps(name, fraction, monk
     from latentlab import SupervisedPCA
 
     captured = {}
-    fit_em = gaussian_latent._fit_em
+    fit_em = gaussian_latent.fit_em
 
-    def spy(module, data, n, *args, **kwargs):
-        result = fit_em(module, data, n, *args, **kwargs)
-        captured.update(module=module, data=data, n=n, hyper=args[3], result=result)
-        return result
+    def spy(model, start_inputs, data, hyper, n, *args, **kwargs):
+        best = fit_em(model, start_inputs, data, hyper, n, *args, **kwargs)
+        result = (best.params, best.trace, best.n_iter, best.converged)
+        module = dict(model.settings)["module"]
+        captured.update(module=module, data=data, n=n, hyper=hyper, result=result)
+        return best
 
-    monkeypatch.setattr(gaussian_latent, "_fit_em", spy)
+    monkeypatch.setattr(gaussian_latent, "fit_em", spy)
     X = standardised_with_holes(name, fraction)
     y = DATA[name][0]().target.astype(float)
     y = (y - y.mean()) / y.std()

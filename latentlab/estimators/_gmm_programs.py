@@ -1,7 +1,7 @@
-"""The compiled programs of :class:`latentlab.GaussianMixture` and the host-side
-helpers that keep their number small (the compile budget): the whole EM fit as one program
-(starts and EM driver together), scoring and conditionals at one fixed row count,
-and components padded up to a power of two at weight exactly 0."""
+"""The compiled row programs of :class:`latentlab.GaussianMixture` and the host-side
+helpers that keep their number small (the compile budget): scoring and conditionals at
+one fixed row count, and components padded up to a power of two at weight exactly 0.
+The EM fit itself is :func:`latentlab.inference.em.fit_em`'s one program."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.estimators._rows import map_row_chunks, pad_rows
-from latentlab.inference.em import EMResult, run_em
 from latentlab.models import gmm
 
 __all__ = [
@@ -22,8 +21,6 @@ __all__ = [
     "pad_components",
     "fixed_row_chunks",
     "make_starts",
-    "fit_em_program",
-    "evaluate_starts",
     "row_scores",
     "conditionals",
 ]
@@ -63,82 +60,11 @@ def fixed_row_chunks(fn, *row_arrays, chunk: int):
 
 @partial(jax.jit, static_argnames="covariance_type")
 def make_starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance_type):
-    """One start per stack of responsibilities (n_init, n, K), with the user's
-    ``weights_init``/``means_init``/``precisions_init`` (``user``, a Params without the
-    start axis) in place where ``use_user`` (3 bools) says.  The flags are traced, so
-    every combination shares one program.  ``active`` (K,) marks the components that
-    are not padding.  ``resp`` may also be a k-means start, made here
-    (:func:`latentlab.estimators._gmm_starts.start_responsibilities`)."""
-    # imported here: _gmm_starts imports this module
-    from latentlab.estimators._gmm_starts import start_responsibilities
-
-    resp = start_responsibilities(X, row_mask, resp, active)
-    make = partial(gmm.params_from_responsibilities, covariance_type=covariance_type, active=active)
-    starts = jax.vmap(lambda r: make(X, row_mask, r, reg_covar))(resp)
-    return gmm.Params(
-        *(
-            jnp.where(use, jnp.broadcast_to(given, start.shape), start)
-            for use, given, start in zip(use_user, user, starts, strict=True)
-        )
-    )
-
-
-@partial(jax.jit, static_argnames=("steps", "covariance_type", "max_iter", "accelerate", "verbose"))
-def fit_em_program(
-    X,
-    row_mask,
-    resp,
-    active,
-    user,
-    use_user,
-    data,
-    reg_covar,
-    n_samples,
-    tol,
-    *,
-    steps,
-    covariance_type,
-    max_iter,
-    accelerate,
-    verbose,
-):
-    """The whole EM fit as one compiled program: the starts (:func:`make_starts`) and
-    the EM driver from them, with ``steps = (e_step, m_step)``.  Everything else in
-    ``fit`` runs on the host in NumPy, so a cold fit compiles this program alone."""
-    starts = make_starts(X, row_mask, resp, reg_covar, active, user, use_user, covariance_type)
-    e_step, m_step = steps
-    if max_iter == 0:
-        return evaluate_starts(e_step, starts, data, gmm.Hyper(reg_covar, active))
-    return run_em(
-        e_step,
-        m_step,
-        starts,
-        data,
-        gmm.Hyper(reg_covar, active),
-        n_samples,
-        tol,
-        max_iter=max_iter,
-        accelerate=accelerate,
-        verbose=verbose,
-    )
-
-
-def evaluate_starts(e_step, starts, data, hyper):
-    """``max_iter=0``: no EM step, the start with the highest log-likelihood as an
-    :class:`EMResult` (empty trace, ``n_iter`` 0, not converged)."""
-    stats, objectives = jax.vmap(lambda start: e_step(start, data, hyper))(starts)
-    best = jnp.argmax(jnp.where(jnp.isfinite(objectives), objectives, -jnp.inf))
-    pick = partial(jax.tree.map, lambda leaf: leaf[best])
-    return EMResult(
-        params=pick(starts),
-        trace=jnp.zeros((0,), objectives.dtype),
-        n_iter=jnp.asarray(0),
-        converged=jnp.asarray(False),
-        objective=objectives[best],
-        stats=pick(stats),
-        start_objectives=objectives,
-        breakdown=jnp.asarray(False),  # a non-finite start is refused in fit
-    )
+    """The starts of :func:`latentlab.models.gmm.em_starts` as a program of their own
+    (for the MAP/SVI and online routes; EM makes them inside its fit program)."""
+    inputs = (X, row_mask, resp, user, use_user)
+    hyper = gmm.Hyper(reg_covar, active)
+    return gmm.em_starts(inputs, None, hyper, covariance_type=covariance_type)
 
 
 @partial(jax.jit, static_argnames="covariance_type")

@@ -2,73 +2,23 @@
 works in, the covariance floor there, starting responsibilities as scikit-learn makes
 them, and the user's or a previous fit's parameters (``*_init``, ``warm_start``) in
 those units.  All on the host in NumPy, except the k-means and k-means++ starts: those
-run inside the fit program (:func:`start_responsibilities`) on latentlab's own k-means
-(:mod:`latentlab.closed_form.kmeans`), so a cold fit still compiles one program."""
+run inside the fit program (:func:`latentlab.models.gmm.start_responsibilities`) on
+latentlab's own k-means, so a cold fit still compiles one program."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from latentlab._shapes import signature
 from latentlab.closed_form import kmeans as km
 from latentlab.estimators._gmm_programs import pad_components
 from latentlab.models import gmm
+from latentlab.models.gmm import KMeansStart
 
-__all__ = ["MixtureStartsMixin", "KMEANS_RUNS", "KMeansStart", "start_responsibilities"]
+__all__ = ["MixtureStartsMixin", "KMEANS_RUNS"]
 
 # k-means runs (best inertia kept) for init_params="kmeans"
 KMEANS_RUNS = 3
-
-
-@functools.partial(
-    jax.tree_util.register_dataclass,
-    data_fields=["uniforms"],
-    meta_fields=["method", "local_trials"],
-)
-@dataclasses.dataclass(frozen=True)
-class KMeansStart:
-    """Starting responsibilities still to be made in the fit program by
-    :func:`start_responsibilities`: ``method`` "kmeans" or "k-means++", the k-means++
-    draws of each start and k-means run, ``uniforms`` (n_starts, runs, m), and the
-    number of candidates per seed (``2 + log(n_components)``, as scikit-learn; static,
-    so padding components to a bucket does not change the draws)."""
-
-    uniforms: np.ndarray
-    method: str
-    local_trials: int
-
-
-def start_responsibilities(X, row_mask, resp, active):
-    """The starting responsibilities (n_starts, n, K) as a traced function: ``resp``
-    itself when it is an array, else (a :class:`KMeansStart`) as scikit-learn makes
-    them from k-means -- each row all to its cluster ("kmeans") -- or from k-means++
-    seeds -- each seed row all to its component, every other row to none
-    ("k-means++").  Rows weigh ``row_mask`` (padding rows 0); ``active`` (K,) marks the
-    components that are not padding (a prefix), never seeded nor assigned."""
-    if not isinstance(resp, KMeansStart):
-        return resp
-    K = active.shape[0]
-    settings = dict(sample_weight=row_mask, active=active)
-
-    def kmeans_labels(uniforms):
-        result = km.best_of_runs(
-            X, None, n_clusters=K, n_local_trials=resp.local_trials, uniforms=uniforms, **settings
-        )
-        return jax.nn.one_hot(result.labels, K, dtype=X.dtype) * row_mask[:, None]
-
-    def seed_rows(uniforms):
-        seeds = km.kmeans_plusplus_indices(
-            X, None, K, resp.local_trials, uniforms=uniforms[0], **settings
-        )
-        hot = jnp.zeros((X.shape[0], K), X.dtype)
-        return hot.at[seeds, jnp.arange(K)].set(active.astype(X.dtype))
-
-    return jax.lax.map(kmeans_labels if resp.method == "kmeans" else seed_rows, resp.uniforms)
 
 
 class MixtureStartsMixin:

@@ -37,7 +37,6 @@ from latentlab.estimators._chunked import _forget_feature_names
 from latentlab.estimators._plsa_programs import (
     FOLD_IN_MAX_ITER,
     _pad_topics,
-    _uniform_topics,
     takes_dense,
 )
 from latentlab.inference.chunked import RowChunks, host_sum, register
@@ -280,7 +279,7 @@ def fold_in_source(est, source: RowChunks):
         dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
         _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)
         hyper = est._hyper(dtype, K, n_topics)
-        theta = np.broadcast_to(_uniform_topics(hyper, n_topics, dtype), (n_docs, n_topics))
+        theta = np.broadcast_to(plsa.uniform_topics(hyper, n_topics, dtype), (n_docs, n_topics))
         tokens = np.ones(n_docs, dtype)
         tokens[:D] = np.maximum(lengths, 1.0)
         doc_mask = (np.arange(n_docs) < D).astype(dtype)

@@ -9,13 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_random_state
 
-from latentlab.estimators._plsa_programs import (
-    _DRIVERS,
-    _driver,
-    _pad_topics,
-    _padded_topics,
-)
+from latentlab.estimators._plsa_programs import _pad_topics, _padded_topics, _work
 from latentlab.estimators.base import to_numpy
+from latentlab.inference.em import fit_em
 from latentlab.inference.sharding import pad_axis, row_mesh, shard_fields, shard_rows
 from latentlab.models import plsa
 
@@ -79,22 +75,19 @@ class PLSAFittingMixin:
         :func:`latentlab._shapes.topics`; NumPy outputs (padding included).  ``chunked``: the
         chunked route's ``(e_step, n_topics, work, fold_in)`` (the counts on the host)."""
         tempered = self.tempering != 1
-        e_step, m_step, _, _ = plsa.step_functions(tempered)
         if chunked is None:
             n_topics = _padded_topics(corpus, K)
-            program, fold_in = _driver("fit", corpus, n_topics), None
+            e_step, work, fold_in = None, _work(corpus, n_topics), None
         else:
             e_step, n_topics, work, fold_in = chunked
-            program = _DRIVERS["fit"].for_work(work)
         starts = plsa.Params(*_pad_topics(starts.theta, starts.phi, n_topics))
         dtype = np.dtype(dtype)
         starts = plsa.Params(starts.theta.astype(dtype), starts.phi.astype(dtype))
         if chunked is None and self.devices is not None:
             starts, corpus = _sharded(starts, corpus, K, self.devices)
         # run_em stops when |change| <= tol * n_samples: pass the relative rule's scale
-        theta, phi, trace, n_iter, converged, objective = program(
-            e_step,
-            m_step,
+        theta, phi, trace, n_iter, converged, objective = fit_em(
+            plsa.em_model(tempered, e_step, fold_in),
             starts,
             corpus,
             self._hyper(dtype, K, n_topics),
@@ -104,8 +97,7 @@ class PLSAFittingMixin:
             max_iter=int(self.max_iter),
             accelerate=bool(self.accelerate),
             verbose=int(self.verbose),
-            tempered=tempered,
-            fold_in=fold_in,
+            work=work,
         )
         n_iter = int(n_iter)
         trace = to_numpy(trace)[:n_iter]  # a NumPy slice: no compile per length

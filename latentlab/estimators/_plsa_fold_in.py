@@ -15,7 +15,7 @@ from latentlab.estimators._plsa_programs import (
     FOLD_IN_MAX_ITER,
     FOLD_IN_TOL,
     _corpus,
-    _driver,
+    _fold_in_driver,
     _pad_topics,
     _padded_topics,
 )
@@ -41,7 +41,7 @@ class FoldInMixin:
         n_topics = phi.shape[0]
         if theta is not None:
             theta = np.asarray(theta, dtype)
-        theta, doc_loglik, objective, converged = _driver("fold_in", corpus, n_topics)(
+        theta, doc_loglik, objective, converged = _fold_in_driver(corpus, n_topics)(
             theta,
             corpus,
             np.asarray(phi, dtype),

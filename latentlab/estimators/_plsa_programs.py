@@ -1,7 +1,8 @@
-"""pLSA's compiled programs and corpus preparation, for :class:`latentlab.PLSA`.
+"""pLSA's fold-in program and corpus preparation, for :class:`latentlab.PLSA`.
 
-The estimator's fit and fold-in each run as one jit-compiled program (EM and the last
-fold-in traced together), with the topic axis padded to buckets and the documents to
+The estimator's fit (:func:`latentlab.inference.em.fit_em` with the last fold-in as
+its finish: :func:`latentlab.models.plsa.em_model`) and fold-in each run as one
+jit-compiled program, with the topic axis padded to buckets and the documents to
 row buckets so that searches over K and cross-validation folds share programs.  The
 count matrix is handed to them as a padded :class:`~latentlab.models.plsa.Corpus`.
 """
@@ -12,88 +13,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab._shapes import bucket, fold_in_rows, topics
-from latentlab.inference.em import run_em
 from latentlab.inference.programs import Program
 from latentlab.models import plsa
 
-# Fold-in (theta for fixed topics, a concave problem per document) stops when every
-# document's objective changes by less than this per token in a SQUAREM cycle (100
-# eps bounds it in float32).  Measured on digits (300 documents, K = 6 and 10, against
-# each document's maximum from 20,000 EM steps in NumPy): at most 2e-5 nats short per
-# document; 1e-8 left up to 1e-4 (5e-4 once documents stop in shrinking batches) and
-# costs about as much, since the extra cycles run on the few documents still moving.
-FOLD_IN_TOL = 1e-10
-FOLD_IN_MAX_ITER = 1000
-
-
-def _fit_program(
-    e_step,
-    m_step,
-    starts,
-    corpus,
-    hyper,
-    scale,
-    tol,
-    fold_in_tol,
-    *,
-    max_iter,
-    accelerate,
-    verbose,
-    tempered,
-    fold_in=None,
-):
-    """EM from ``starts``, then the last fold-in at the fitted topics: one program.
-    Returns ``(theta, phi, trace, n_iter, converged, objective)``, the objective at
-    (theta, phi).
-
-    ``run_em`` is traced into this program, so a fit is one compilation (two programs
-    cost a second compilation and its overhead on every new shape).  ``fold_in``:
-    ``fold_in(theta0, corpus, phi, hyper, tol) -> (theta, objective)`` where the counts
-    are not in ``corpus`` (the chunked route); None: :func:`plsa.fold_in`.
-    """
-    result = run_em(
-        e_step,
-        m_step,
-        starts,
-        corpus,
-        hyper,
-        scale,
-        tol,
-        max_iter=max_iter,
-        accelerate=accelerate,
-        verbose=verbose,
-        lazy_objective=True,
-    )
-    theta, phi = result.params
-    # A last fold-in makes each theta_d the exact maximiser for the final topics.  It
-    # starts where transform starts, at the uniform over the real topics (the two agree
-    # to the fold-in tolerance).  That is also the quicker start (digits, K = 10 and
-    # 20: 95-110 SQUAREM cycles against 180-230 from EM's theta mixed with 1e-3 of the
-    # uniform): EM leaves proportions near 0 that multiplicative updates regrow or
-    # shrink only slowly, and from EM's theta alone fold-in stalls on them.
-    theta = jnp.broadcast_to(_uniform_topics(hyper, theta.shape[-1], theta.dtype), theta.shape)
-    if fold_in is None:
-        fixed = plsa.fold_in_hyper(phi, corpus, hyper)
-        theta, _, objective, _, _ = plsa.fold_in(
-            theta, corpus, fixed, fold_in_tol, max_iter=FOLD_IN_MAX_ITER, tempered=tempered
-        )
-    else:
-        theta, objective = fold_in(theta, corpus, phi, hyper, fold_in_tol)
-    return theta, phi, result.trace, result.n_iter, result.converged, objective
-
-
-def _uniform_topics(hyper: plsa.Hyper, n_topics: int, dtype):
-    """(n_topics,) uniform proportions over the real (unpadded) topics."""
-    if hyper.topic_mask is None:
-        return jnp.full(n_topics, 1.0 / n_topics, dtype)
-    return jnp.asarray(hyper.topic_mask / jnp.sum(hyper.topic_mask), dtype)
+FOLD_IN_TOL = plsa.FOLD_IN_TOL
+FOLD_IN_MAX_ITER = plsa.FOLD_IN_MAX_ITER
 
 
 def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
     """Fold-in with topics ``phi``, from ``theta`` (None: uniform), as one program:
     ``(theta, per-document sum x log p, objective, converged)``."""
     if theta is None:
-        uniform = _uniform_topics(hyper, phi.shape[0], phi.dtype)
+        uniform = plsa.uniform_topics(hyper, phi.shape[0], phi.dtype)
         theta = jnp.broadcast_to(uniform, (corpus.doc_mask.shape[0], phi.shape[0]))
     theta, stats, objective, _, converged = plsa.fold_in(
         theta,
@@ -106,22 +37,8 @@ def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
     return theta, stats.doc_loglik, objective, converged
 
 
-# Small corpora run the quick-compile variants (see latentlab.inference.programs).
-_DRIVERS = {
-    "fit": Program(
-        _fit_program,
-        static_argnames=(
-            "e_step",
-            "m_step",
-            "max_iter",
-            "accelerate",
-            "verbose",
-            "tempered",
-            "fold_in",
-        ),
-    ),
-    "fold_in": Program(_fold_in_program, static_argnames=("max_iter", "tempered")),
-}
+# Small corpora run the quick-compile variant (see latentlab.inference.programs).
+_FOLD_IN = Program(_fold_in_program, static_argnames=("max_iter", "tempered"))
 
 
 def _work(corpus: plsa.Corpus, n_components: int) -> int:
@@ -131,9 +48,9 @@ def _work(corpus: plsa.Corpus, n_components: int) -> int:
     return corpus.count.shape[0] * n_components
 
 
-def _driver(name: str, corpus: plsa.Corpus, n_components: int):
-    """The compiled fit or fold-in program for this corpus size."""
-    return _DRIVERS[name].for_work(_work(corpus, n_components))
+def _fold_in_driver(corpus: plsa.Corpus, n_components: int):
+    """The compiled fold-in program for this corpus size."""
+    return _FOLD_IN.for_work(_work(corpus, n_components))
 
 
 def _padded_topics(corpus: plsa.Corpus, n_components: int) -> int:

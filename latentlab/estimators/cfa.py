@@ -20,17 +20,11 @@ from latentlab.estimators.base import (
     to_numpy,
     warn_not_converged,
 )
-from latentlab.inference.em import run_em
+from latentlab.inference.em import EMModel, fit_em
 from latentlab.models import cfa
 from latentlab.models.gaussian_latent import summarise
 
 __all__ = ["ConfirmatoryFactorAnalysis"]
-
-
-@partial(jax.jit, static_argnames="max_iter")
-def _fit_program(start, data, hyper, n, tol, *, max_iter):
-    one = jax.tree.map(lambda leaf: leaf[None], start)
-    return run_em(cfa.e_step, cfa.m_step, one, data, hyper, n, tol, max_iter=max_iter)
 
 
 class ConfirmatoryFactorAnalysis(
@@ -208,8 +202,16 @@ class ConfirmatoryFactorAnalysis(
             # the start from the mean-imputed correlations
             filled = np.where(observed, Z, 0.0)
             start = cfa.init_params(filled.T @ filled / n, np.zeros(d), hyper, markers)
-            start = jax.tree.map(lambda a: np.asarray(a, dtype), start)
-            result = _fit_program(start, data, hyper, n, self.tol, max_iter=self.max_iter)
+            start = jax.tree.map(lambda a: np.asarray(a, dtype)[None], start)  # one start
+            result = fit_em(
+                EMModel(cfa.e_step, cfa.m_step),
+                start,
+                data,
+                hyper,
+                np.asarray(n, dtype),
+                np.asarray(self.tol, dtype),
+                max_iter=int(self.max_iter),
+            )
             params = jax.tree.map(np.asarray, result.params)
             n_iter, converged = int(result.n_iter), bool(result.converged)
             trace = np.asarray(result.trace)[:n_iter]

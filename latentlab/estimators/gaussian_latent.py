@@ -49,7 +49,6 @@ from latentlab.estimators._gaussian_latent_programs import (
     _chunked_outputs,
     _drop_padding,
     _em_output,
-    _fit_em,
     _padded,
     _row_posteriors,
 )
@@ -63,8 +62,9 @@ from latentlab.estimators.base import (
     warn_not_converged,
 )
 from latentlab.inference.chunked import is_dask, row_source
-from latentlab.inference.em import run_em
+from latentlab.inference.em import EMModel, fit_em
 from latentlab.inference.sharding import shard_fields
+from latentlab.models import gaussian_latent
 from latentlab.models.gaussian_latent import (
     FACTOR_SCORE_METHODS,
     CompleteSummary,
@@ -227,29 +227,32 @@ class GaussianLatentFitMixin:
         active = np.arange(n_columns) < K
         hyper = self._padded_hyper(hyper, active.astype(dtype))
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
-        result = _fit_em(
-            self._module,
-            data,
+        model = gaussian_latent.em_model(
+            self._module, n_columns=n_columns, n_init=int(self.n_init), pca_start=self._pca_start
+        )
+        start_inputs = (
             np.asarray(n, dtype),
             np.asarray(K, np.int32),
             np.asarray(seed, np.uint32),
             np.asarray(column_variance, dtype),
+        )
+        best = fit_em(
+            model,
+            start_inputs,
+            data,
             hyper,
+            np.asarray(n, dtype),
             np.asarray(self.tol, dtype),
-            n_columns=n_columns,
-            n_init=int(self.n_init),
             max_iter=int(self.max_iter),
             verbose=int(self.verbose),
-            pca_start=self._pca_start,
         )
-        return _em_output(*result)
+        return _em_output(best.params, best.trace, best.n_iter, best.converged)
 
     def _run_em(self, starts, data, n, hyper):
         """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
         dtype = data.X.dtype
-        result = run_em(
-            self._module.e_step,
-            self._module.m_step,
+        result = fit_em(
+            EMModel(self._module.e_step, self._module.m_step),
             starts,
             data,
             hyper,

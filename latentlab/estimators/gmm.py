@@ -41,7 +41,6 @@ from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._gmm_conditionals import MixtureConditionalsMixin, mixture_quantile
 from latentlab.estimators._gmm_fitting import MixtureFittingMixin
 from latentlab.estimators._gmm_programs import CHUNK, make_starts
-from latentlab.estimators._gmm_programs import fit_em_program as _fit_em_program
 from latentlab.estimators._gmm_scoring import MixtureScoringMixin
 from latentlab.estimators._gmm_starts import MixtureStartsMixin
 from latentlab.estimators._online import OnlineMixtureMixin
@@ -52,6 +51,7 @@ from latentlab.estimators.base import (
     warn_not_converged,
 )
 from latentlab.inference.chunked import is_dask, row_source
+from latentlab.inference.em import fit_em
 from latentlab.models import gmm
 
 # mixture_quantile: used by latentlab.impute's calibration
@@ -406,20 +406,18 @@ class GaussianMixture(
         """The compiled EM fit on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of
         ``n`` rows; returns (params, trace, converged, objective, breakdown)."""
         dtype = reg.dtype
-        # start_data: (X, row_mask, resp, active, user, use_user), as the program takes them
-        result = _fit_em_program(
-            *start_data,
+        X, row_mask, resp, active, user, use_user = start_data
+        result = fit_em(
+            gmm.em_model(self.covariance_type),
+            (X, row_mask, resp, user, use_user),
             data,
-            reg,
+            gmm.Hyper(reg, active),
             np.asarray(n, dtype),
             np.asarray(self.tol, dtype),
-            steps=gmm.step_functions(self.covariance_type),
-            covariance_type=self.covariance_type,
             max_iter=int(self.max_iter),
             accelerate=bool(self.accelerate),
             verbose=int(self.verbose),
         )
-        # sliced on the host: slicing the device array would compile a program
         trace = np.asarray(result.trace)[: int(result.n_iter)]
         objective = float(result.objective)
         return result.params, trace, bool(result.converged), objective, bool(result.breakdown)

@@ -392,7 +392,7 @@ class PLSA(
             else:
                 hyper = self._hyper(dtype, K)
                 theta, phi, trace, n_iter, converged = self._fit_svi(csr, K, starts, D)
-                # the last fold-in (see _fit_program), from the uniform as transform
+                # the last fold-in (see models.plsa.fit_finish), from the uniform as transform
                 theta, _, objective, _ = self._fold_in(corpus, phi, hyper)
         return self._store_fit(
             theta,

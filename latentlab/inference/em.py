@@ -1,19 +1,30 @@
-"""One jit-compiled EM driver for every model.
+"""One EM engine for every model.
 
-A model supplies two pure functions,
+A model supplies pure functions, gathered in an :class:`EMModel`,
 
     e_step(params, data, hyper) -> (stats, objective)
     m_step(stats, params, hyper) -> params
+    starts(start_inputs, data, hyper, **settings) -> params with a leading start axis
+    finish(result, data, hyper, finish_inputs, **settings) -> what the fit returns
 
 where ``stats`` are sums over rows and ``objective`` is the log-likelihood (or log
-joint density for MAP fits) at ``params``.  The driver runs the whole fit as one
-``lax.while_loop``, vmapped over ``n_init`` starting points, and keeps the best.
-It is cached on (e_step, m_step, max_iter, verbose) and the shapes of its inputs,
-so refitting data of the same shapes never recompiles.
+joint density for MAP fits) at ``params``; ``starts`` and ``finish`` are optional
+(starts given as they are; the best start's :class:`EMResult`), and so are the
+model's ``coordinates`` for the quasi-Newton phase.  :func:`fit_em` is the whole fit:
+one compiled program (:func:`em_program`: the starts, then :func:`run_em`'s
+``lax.while_loop`` vmapped over them, then ``finish``) and, where EM has not settled
+within :data:`POLISH_AFTER` cycles and the model has coordinates, a second
+(:func:`polish_em`: projected BFGS on the exact objective).  Programs are cached on
+the model, the static settings and the shapes of their inputs, so refitting data of
+the same shapes never recompiles.  Every EM model's fit -- in memory, and on rows
+summed on the host (chunked, Dask) -- goes through :func:`fit_em`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -21,9 +32,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.inference.programs import program
-from latentlab.inference.quasi_newton import maximise_in_box
+from latentlab.inference.quasi_newton import MAX_PARAMETERS, maximise_in_box
 
-__all__ = ["EMResult", "POLISH_AFTER", "finish_em", "polish_em", "run_em"]
+__all__ = [
+    "EMModel",
+    "EMResult",
+    "POLISH_AFTER",
+    "em_program",
+    "evaluate_starts",
+    "finish_em",
+    "fit_em",
+    "polish_coordinates",
+    "polish_em",
+    "run_em",
+]
 
 # EM cycles before a fit that has coordinates for it turns to quasi-Newton steps
 # (:func:`polish_em`).  EM's first cycles make the large moves cheaply and safely;
@@ -46,6 +68,40 @@ class EMResult(NamedTuple):
     breakdown: Any = None
     # blockwise: which blocks met the stopping rule at the last cycle (B,) bool
     block_converged: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class EMModel:
+    """What the engine needs of a model: its steps and, optionally, how it starts,
+    how it finishes and its coordinates for the quasi-Newton phase.  Hashable (a
+    static argument of the compiled programs): two equal instances share programs.
+
+    ``starts(start_inputs, data, hyper, **settings)``: the starting parameters, with a
+    leading start axis, made inside the program from traced ``start_inputs`` (None:
+    ``start_inputs`` are the starts).  ``finish(result, data, hyper, finish_inputs,
+    **settings)``: traced after EM in the same program, its value returned by
+    :func:`fit_em` in place of the best start's :class:`EMResult` (pLSA's last
+    fold-in); not with ``coordinates``, whose phase runs after the program.
+    ``settings``: static keyword arguments of ``starts`` and ``finish``, as a tuple of
+    (name, value) pairs (see :meth:`with_settings`).  ``lazy_objective``: see
+    :func:`run_em`.
+    """
+
+    e_step: Callable
+    m_step: Callable
+    starts: Callable | None = None
+    finish: Callable | None = None
+    coordinates: Any = None
+    lazy_objective: bool = False
+    settings: tuple = ()
+
+    def __post_init__(self):
+        if self.finish is not None and self.coordinates is not None:
+            raise ValueError("EMModel: a model with `finish` cannot have quasi-Newton coordinates")
+
+    def with_settings(self, **settings) -> EMModel:
+        """This model with static ``settings`` for its starts and finish."""
+        return dataclasses.replace(self, settings=tuple(sorted(settings.items())))
 
 
 class _LoopState(NamedTuple):
@@ -430,3 +486,163 @@ def finish_em(runs, e_step, m_step, data, hyper, n_samples, tol, max_iter: int, 
     best = int(np.argmax(np.where(np.isfinite(objective), objective, -np.inf)))
     result = jax.tree.map(lambda leaf: np.asarray(leaf)[best], runs)
     return result._replace(start_objectives=objective)
+
+
+@program(static_argnames=("model", "max_iter", "accelerate", "verbose", "keep_starts"))
+def em_program(
+    model: EMModel,
+    start_inputs,
+    data,
+    hyper,
+    n_samples,
+    tol,
+    finish_inputs=None,
+    *,
+    max_iter: int,
+    accelerate: bool,
+    verbose: int,
+    keep_starts: bool,
+):
+    """A whole EM fit as one compiled program: the model's starts, EM from each
+    (:func:`run_em`; ``max_iter=0``: :func:`evaluate_starts`), then the model's
+    ``finish`` where it has one.  Everything else of a fit runs on the host, so a
+    cold fit compiles this program alone."""
+    settings = dict(model.settings)
+    if model.starts is None:
+        starts = start_inputs
+    else:
+        starts = model.starts(start_inputs, data, hyper, **settings)
+    if max_iter == 0:
+        result = evaluate_starts(model.e_step, starts, data, hyper)
+        if not keep_starts:
+            result = _best_start(result)
+    else:
+        result = run_em(
+            model.e_step,
+            model.m_step,
+            starts,
+            data,
+            hyper,
+            n_samples,
+            tol,
+            max_iter=max_iter,
+            accelerate=accelerate,
+            verbose=verbose,
+            lazy_objective=model.lazy_objective,
+            keep_starts=keep_starts,
+        )
+    if model.finish is None:
+        return result
+    return model.finish(result, data, hyper, finish_inputs, **settings)
+
+
+def evaluate_starts(e_step, starts, data, hyper) -> EMResult:
+    """``max_iter=0``: every start evaluated without an EM step, as
+    ``run_em(..., keep_starts=True)`` returns them (empty traces, ``n_iter`` 0, not
+    converged)."""
+    stats, objectives = jax.vmap(lambda start: e_step(start, data, hyper))(starts)
+    n_starts = objectives.shape[0]
+    false = jnp.zeros(n_starts, bool)
+    return EMResult(
+        params=starts,
+        trace=jnp.zeros((n_starts, 0), objectives.dtype),
+        n_iter=jnp.zeros(n_starts, jnp.int32),
+        converged=false,
+        objective=objectives,
+        stats=stats,
+        start_objectives=objectives,
+        breakdown=~jnp.isfinite(objectives),
+        block_converged=false,
+    )
+
+
+def polish_coordinates(model: EMModel, start_inputs, data, hyper):
+    """The model's coordinates for the quasi-Newton phase, where it has them, the fit
+    is in float64 and its parameters are few enough for a dense inverse Hessian
+    (:data:`~latentlab.inference.quasi_newton.MAX_PARAMETERS`); else None.  Rows summed
+    on the host (out of core) take part: the gradient is Fisher's identity on the
+    E-step's sums.
+
+    Not in float32: a line search compares objectives, and float32's (~1e-7 of a sum
+    of thousands of row terms, worse near a Heywood case) is coarser than the gains it
+    would judge, so the search accepts round-off (seen: a trace 9 nats above the
+    model's own score); EM's steps do not rest on such comparisons."""
+    if model.coordinates is None:
+        return None
+    count, dtype = _parameter_count(model, *_shapes((start_inputs, data, hyper)))
+    if dtype != jnp.float64 or count > MAX_PARAMETERS:
+        return None
+    return model.coordinates
+
+
+def _shapes(tree):
+    """A hashable description of a tree of arrays: its structure and leaves' shapes."""
+    leaves, treedef = jax.tree.flatten(tree)
+    specs = tuple(jax.ShapeDtypeStruct(np.shape(leaf), jnp.result_type(leaf)) for leaf in leaves)
+    return treedef, specs
+
+
+@functools.cache
+def _parameter_count(model: EMModel, treedef, specs):
+    """How many numbers one start of ``model`` holds, and their dtype (the starts
+    traced, not run)."""
+    start_inputs, data, hyper = jax.tree.unflatten(treedef, specs)
+    if model.starts is None:
+        starts = start_inputs
+    else:
+        starts = jax.eval_shape(
+            lambda inputs, data, hyper: model.starts(inputs, data, hyper, **dict(model.settings)),
+            start_inputs,
+            data,
+            hyper,
+        )
+    leaves = jax.tree.leaves(starts)
+    return sum(leaf.size // leaf.shape[0] for leaf in leaves), leaves[0].dtype
+
+
+def fit_em(
+    model: EMModel,
+    start_inputs,
+    data,
+    hyper,
+    n_samples,
+    tol,
+    finish_inputs=None,
+    *,
+    max_iter: int,
+    accelerate: bool = True,
+    verbose: int = 0,
+    work: int | None = None,
+):
+    """The whole EM fit of ``model`` from its starts: :func:`em_program` and, where
+    the model has coordinates for it (:func:`polish_coordinates`) and EM has not
+    settled a start within :data:`POLISH_AFTER` cycles, the quasi-Newton phase
+    (:func:`polish_em`) -- a second program, compiled only by fits that need it.
+
+    Returns the best start's :class:`EMResult` (host arrays where the best start is
+    picked on the host, which indexing device arrays would compile a program for), or
+    the model's ``finish`` value.  ``work``: the problem's size in elements, to pick
+    the quick-compile variant for small ones (:meth:`Program.for_work`; None: the
+    optimised program).  The stopping rule is :func:`run_em`'s (a change of at most
+    ``tol * n_samples``), and :func:`polish_em`'s reads the same."""
+    coordinates = polish_coordinates(model, start_inputs, data, hyper)
+    cycles = min(max_iter, POLISH_AFTER) if coordinates is not None else max_iter
+    fit = em_program if work is None else em_program.for_work(work)
+    out = fit(
+        model,
+        start_inputs,
+        data,
+        hyper,
+        n_samples,
+        tol,
+        finish_inputs,
+        max_iter=cycles,
+        accelerate=accelerate,
+        verbose=verbose,
+        keep_starts=model.finish is None,
+    )
+    if model.finish is not None:
+        return out
+    return finish_em(
+        out, model.e_step, model.m_step, data, hyper, n_samples, tol, max_iter, coordinates
+    )
