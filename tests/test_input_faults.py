@@ -76,7 +76,7 @@ def test_precomputed_kernel_pca_refuses_an_asymmetric_kernel():
     distances = np.sqrt(np.maximum(2.0 - 2.0 * skewed, 0.0))
     np.fill_diagonal(distances, 0.0)
     with pytest.raises(ValueError, match=r"distance matrix X is not symmetric"):
-        latentlab.MDS(2, dissimilarity="precomputed").fit(distances)
+        latentlab.MDS(2, metric="precomputed").fit(distances)
     # round-off asymmetry is taken (and so is a kernel plus row and column constants,
     # whose centred form is symmetric: see test_kernel_pca.py)
     jitter = K + 1e-13 * rng.normal(size=K.shape)

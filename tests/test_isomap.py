@@ -116,3 +116,85 @@ def test_geodesic_distances_equal_scipys_undirected_shortest_paths():
     assert inside.sum() >= 5 and not sym[inside][:, inside].nnz  # independent
     np.testing.assert_allclose(geodesic_distances(graph, "D"), expected, rtol=1e-14)
     np.testing.assert_allclose(geodesic_distances(graph, "FW"), expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"metric": "manhattan"},
+        {"metric": "minkowski", "p": 3},
+        {"metric": "chebyshev", "n_neighbors": None, "radius": 0.8},
+    ],
+    ids=["manhattan", "minkowski-p3", "chebyshev-radius"],
+)
+def test_other_metrics_match_sklearn_fit_and_transform(params):
+    params = {"n_neighbors": 10, **params}
+    ours = latentlab.Isomap(**params).fit(X)
+    ref = manifold.Isomap(**params).fit(X)
+    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, atol=1e-12)
+    np.testing.assert_allclose(align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6)
+    Z_ref = ref.transform(X_NEW)
+    np.testing.assert_allclose(align(ours.transform(X_NEW), Z_ref), Z_ref, atol=1e-6)
+    # a non-Euclidean graph gives other geodesics than the Euclidean one
+    euclidean = latentlab.Isomap(n_neighbors=params["n_neighbors"], radius=params.get("radius"))
+    assert not np.allclose(euclidean.fit(X).dist_matrix_, ours.dist_matrix_)
+    assert ours.nbrs_.metric == params["metric"]
+
+
+def test_precomputed_distances_and_graph_match_data_fit():
+    from sklearn.metrics import pairwise_distances
+    from sklearn.neighbors import kneighbors_graph
+
+    ref = manifold.Isomap(n_neighbors=10).fit(X)
+    dense = latentlab.Isomap(n_neighbors=10, metric="precomputed").fit(pairwise_distances(X))
+    graph = kneighbors_graph(X, n_neighbors=10, mode="distance")
+    sparse = latentlab.Isomap(n_neighbors=10, metric="precomputed").fit(graph)
+    for ours in (dense, sparse):
+        np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, atol=1e-12)
+        np.testing.assert_allclose(
+            align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6
+        )
+    Z_ref = ref.transform(X_NEW)
+    Z = dense.transform(pairwise_distances(X_NEW, X))
+    np.testing.assert_allclose(align(Z, Z_ref), Z_ref, atol=1e-6)
+    with pytest.raises(ValueError, match="square"):
+        latentlab.Isomap(metric="precomputed").fit(X)
+
+
+def test_sparse_input_matches_dense_and_sklearn():
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    Xs = sparse.random(150, 6, density=0.5, format="csr", random_state=1) + sparse.csr_matrix(
+        rng.normal(size=(150, 1)) @ np.ones((1, 6)) * 0.1
+    )
+    Xs = sparse.csr_matrix(Xs)
+    ours = latentlab.Isomap(n_neighbors=12).fit(Xs)
+    dense = latentlab.Isomap(n_neighbors=12).fit(Xs.toarray())
+    ref = manifold.Isomap(n_neighbors=12).fit(Xs)
+    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, atol=1e-12)
+    np.testing.assert_allclose(ours.embedding_, dense.embedding_, atol=1e-8)
+    new = Xs[:5] * 1.01
+    Z_ref = ref.transform(new)
+    np.testing.assert_allclose(align(ours.transform(new), Z_ref), Z_ref, atol=1e-6)
+
+
+def test_infinite_radius_is_classical_mds_of_the_distances():
+    ours = latentlab.Isomap(n_neighbors=None, radius=np.inf).fit(X)
+    # every pair linked: the geodesics are the Euclidean distances, and the embedding
+    # is PCA's scores of X (a closed form)
+    from sklearn.metrics import pairwise_distances
+
+    np.testing.assert_allclose(ours.dist_matrix_, pairwise_distances(X), atol=1e-12)
+    Xc = X - X.mean(axis=0)
+    U, S, _ = np.linalg.svd(Xc, full_matrices=False)
+    scores = U[:, :2] * S[:2]
+    np.testing.assert_allclose(align(ours.embedding_, scores), scores, atol=1e-8)
+
+
+def test_arpack_is_the_iterative_solver(fits):
+    ours, _ = fits
+    arpack = latentlab.Isomap(n_neighbors=10, eigen_solver="arpack").fit(X)
+    np.testing.assert_allclose(
+        align(arpack.embedding_, ours.embedding_), ours.embedding_, atol=1e-8
+    )

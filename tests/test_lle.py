@@ -1,4 +1,5 @@
-"""Standard LLE against scikit-learn's on the same neighbours, out-of-sample transform,
+"""LLE (standard and modified) against scikit-learn's on the same neighbours, Hessian LLE
+and LTSA against the exact flat-manifold solution, out-of-sample transform,
 bad input and scikit-learn's estimator checks."""
 
 import warnings
@@ -109,3 +110,68 @@ def test_check_estimator():
         results = check_estimator(latentlab.LocallyLinearEmbedding(), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert not failed, failed
+
+
+def _procrustes_disparity(A, B):
+    from scipy.spatial import procrustes
+
+    return procrustes(A, B)[2]
+
+
+@pytest.mark.parametrize("solver", ["dense", "arpack"])
+def test_modified_lle_matches_sklearn(solver):
+    """Zhang & Wang's weights (adaptive s_i, Householder-combined eigenvectors) give
+    scikit-learn's embedding on the same neighbours."""
+    ours = latentlab.LocallyLinearEmbedding(
+        n_neighbors=12, method="modified", eigen_solver=solver, random_state=0
+    ).fit(X)
+    ref = manifold.LocallyLinearEmbedding(
+        n_neighbors=12, method="modified", eigen_solver="dense"
+    ).fit(X)
+    assert ours.solver_ == solver
+    assert _procrustes_disparity(ours.embedding_, ref.embedding_) < 1e-12
+    np.testing.assert_allclose(ours.reconstruction_error_, ref.reconstruction_error_, rtol=1e-6)
+
+
+# a plane in R^3: every neighbourhood is exactly flat, so the local tangent
+# coordinates are exact and the embedding must be an affine image of (u, v)
+_UV = np.random.default_rng(1).uniform(-1.0, 1.0, size=(150, 2)) * [2.0, 1.0]
+_ROTATION = np.linalg.qr(np.random.default_rng(2).normal(size=(3, 3)))[0]
+PLANE = np.c_[_UV, np.zeros(150)] @ _ROTATION.T
+
+
+def _affine_residual(Y, coordinates):
+    """Relative residual of the least-squares fit of Y by [1, coordinates]."""
+    design = np.c_[np.ones(len(coordinates)), coordinates]
+    coef, *_ = np.linalg.lstsq(design, Y, rcond=None)
+    return np.linalg.norm(Y - design @ coef) / np.linalg.norm(Y - Y.mean(axis=0))
+
+
+@pytest.mark.parametrize("method", ["hessian", "ltsa"])
+@pytest.mark.parametrize("solver", ["dense", "arpack"])
+def test_hessian_and_ltsa_recover_flat_coordinates_exactly(method, solver):
+    """On a flat manifold both null spaces are exactly the affine functions of the
+    tangent coordinates (Donoho & Grimes 2003, Zhang & Zha 2004): a closed form the
+    standard method, with its regularised barycentric weights, misses."""
+    ours = latentlab.LocallyLinearEmbedding(
+        n_neighbors=10, method=method, eigen_solver=solver, random_state=0
+    ).fit(PLANE)
+    assert _affine_residual(ours.embedding_, _UV) < 1e-8
+    assert ours.reconstruction_error_ < 1e-10
+    np.testing.assert_allclose(ours.embedding_.T @ ours.embedding_, np.eye(2), atol=1e-8)
+    standard = latentlab.LocallyLinearEmbedding(n_neighbors=10).fit(PLANE)
+    assert _affine_residual(standard.embedding_, _UV) > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"method": "hessian", "n_neighbors": 5}, "n_neighbors > n_components"),
+        ({"method": "modified", "n_neighbors": 2}, "n_neighbors > n_components=2"),
+        ({"method": "isomap"}, "method"),
+        ({"hessian_tol": -1.0}, "hessian_tol"),
+    ],
+)
+def test_bad_method_settings_name_the_problem(params, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.LocallyLinearEmbedding(**params).fit(X)

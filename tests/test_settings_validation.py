@@ -180,7 +180,7 @@ def test_convergence_warning_has_one_wording_and_points_at_the_caller():
     # a real fit: the warning names the estimator, its solver and its tolerance setting
     D = np.abs(X[:, :1] - X[:, :1].T)
     with pytest.warns(ConvergenceWarning) as record:
-        E.MDS(1, metric="smacof", dissimilarity="precomputed", max_iter=1, eps=0.0).fit(D)
+        E.MDS(1, algorithm="smacof", metric="precomputed", max_iter=1, eps=0.0).fit(D)
     (warning,) = [w for w in record if w.category is ConvergenceWarning]
     assert str(warning.message) == (
         "MDS SMACOF did not converge within max_iter=1 iterations (eps=0.0); "

@@ -97,7 +97,8 @@ def test_disconnected_affinity_warns_naming_components():
         (dict(affinity="precomputed"), X, "square"),
         (dict(affinity="precomputed"), np.triu(np.ones((5, 5))), "symmetric"),
         (dict(affinity="precomputed"), -np.ones((5, 5)), "non-negative"),
-        (dict(affinity="cosine"), X, "affinity"),
+        (dict(affinity="cosine"), X, "affinity"),  # a kernel of SpectralClustering only
+        (dict(eigen_solver="lobpcg", eigen_tol=-1.0), X, "eigen_tol"),
         (dict(n_neighbors=201), X, "n_neighbors"),
         (dict(affinity="rbf", gamma=-1.0), X, "gamma"),
         (dict(n_components=200), X, "n_components"),
@@ -123,3 +124,160 @@ def test_check_estimator(name):
         results = check_estimator(getattr(latentlab, name)(), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert not failed, failed
+
+
+BLOBS, TRUTH = make_blobs(120, centers=3, cluster_std=0.7, random_state=1)
+
+
+def _random_rotation(k, seed):
+    return np.linalg.qr(np.random.default_rng(seed).normal(size=(k, k)))[0]
+
+
+@pytest.mark.parametrize("assign_labels", ["discretize", "cluster_qr"])
+def test_label_assignments_recover_rotated_indicators(assign_labels):
+    """Closed form: rows that are a (positively scaled) cluster indicator turned by any
+    rotation are labelled by their cluster, whatever the rotation."""
+    from latentlab.closed_form import spectral as cf
+
+    labels = np.repeat(np.arange(4), [30, 10, 25, 15])
+    indicator = np.eye(4)[labels] * np.random.default_rng(0).uniform(0.5, 2.0, (80, 1))
+    for seed in range(3):
+        V = indicator @ _random_rotation(4, seed)
+        if assign_labels == "discretize":
+            found = cf.discretize(V, seed=seed)
+        else:
+            found = cf.cluster_qr(V)
+        assert adjusted_rand_score(found, labels) == 1.0
+
+
+@pytest.mark.parametrize("assign_labels", ["discretize", "cluster_qr"])
+def test_assign_labels_match_sklearn(assign_labels):
+    ours = latentlab.SpectralClustering(
+        3, gamma=0.5, assign_labels=assign_labels, random_state=0
+    ).fit(BLOBS)
+    ref = cluster.SpectralClustering(3, gamma=0.5, assign_labels=assign_labels, random_state=0).fit(
+        BLOBS
+    )
+    assert adjusted_rand_score(ours.labels_, ref.labels_) == 1.0
+    assert adjusted_rand_score(ours.labels_, TRUTH) == 1.0
+    # centres and inertia of the labelled embedding
+    centre = ours.embedding_[ours.labels_ == 0].mean(axis=0)
+    np.testing.assert_allclose(ours.cluster_centers_[0], centre)
+    residual = ours.embedding_ - ours.cluster_centers_[ours.labels_]
+    np.testing.assert_allclose(ours.inertia_, np.sum(residual**2))
+
+
+@pytest.mark.parametrize(
+    ("affinity", "kwargs"),
+    [
+        ("polynomial", dict(degree=2, coef0=1.0, gamma=0.05)),
+        ("laplacian", dict(gamma=0.3)),
+        ("chi2", dict(gamma=0.2)),
+        ("cosine", {}),
+        ("sigmoid", dict(gamma=0.01, coef0=0.5)),
+    ],
+)
+def test_kernel_affinities_match_sklearn(affinity, kwargs):
+    Xp = BLOBS - BLOBS.min(axis=0) + 0.1  # chi2 needs non-negative data
+    ours = latentlab.SpectralClustering(3, affinity=affinity, random_state=0, **kwargs).fit(Xp)
+    ref = cluster.SpectralClustering(3, affinity=affinity, random_state=0, **kwargs).fit(Xp)
+    np.testing.assert_allclose(ours.affinity_matrix_, ref.affinity_matrix_, rtol=1e-12)
+    assert adjusted_rand_score(ours.labels_, ref.labels_) == 1.0
+
+
+def test_callable_affinities():
+    def histogram(x, y):
+        return np.minimum(x, y).sum()
+
+    Xp = BLOBS - BLOBS.min(axis=0)
+    ours = latentlab.SpectralClustering(3, affinity=histogram, random_state=0).fit(Xp)
+    ref = cluster.SpectralClustering(3, affinity=histogram, random_state=0).fit(Xp)
+    np.testing.assert_allclose(ours.affinity_matrix_, ref.affinity_matrix_, rtol=1e-12)
+    assert adjusted_rand_score(ours.labels_, ref.labels_) == 1.0
+    # SpectralEmbedding's callable maps X to the matrix: the same fit as precomputed
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    embed = latentlab.SpectralEmbedding(affinity=lambda A: rbf_kernel(A, gamma=0.7)).fit(X)
+    pre = latentlab.SpectralEmbedding(affinity="precomputed").fit(rbf_kernel(X, gamma=0.7))
+    np.testing.assert_allclose(embed.embedding_, pre.embedding_, atol=1e-12)
+    with pytest.raises(ValueError, match="callable affinity's matrix has negative"):
+        latentlab.SpectralEmbedding(affinity=lambda A: -rbf_kernel(A)).fit(X)
+
+
+def test_precomputed_nearest_neighbors_and_sparse_affinities_match_sklearn():
+    from sklearn.neighbors import kneighbors_graph
+
+    graph = kneighbors_graph(X, n_neighbors=15, mode="distance")
+    ours = latentlab.SpectralEmbedding(
+        affinity="precomputed_nearest_neighbors", n_neighbors=10
+    ).fit(graph)
+    ref = manifold.SpectralEmbedding(
+        affinity="precomputed_nearest_neighbors", n_neighbors=10, random_state=0
+    ).fit(graph)
+    np.testing.assert_array_equal(ours.affinity_matrix_.toarray(), ref.affinity_matrix_.toarray())
+    scale = np.abs(ref.embedding_).max()
+    np.testing.assert_allclose(
+        align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6 * scale
+    )
+    assert ours.__sklearn_tags__().input_tags.pairwise
+    # the same affinity passed sparse, and dense, as "precomputed"
+    for A in (ref.affinity_matrix_, ref.affinity_matrix_.toarray()):
+        pre = latentlab.SpectralEmbedding(affinity="precomputed").fit(A)
+        np.testing.assert_allclose(
+            align(pre.embedding_, ref.embedding_), ref.embedding_, atol=1e-6 * scale
+        )
+    # sparse data: rbf and k-NN on the host give the dense data's fits
+    Xs = sparse.csr_matrix(X)
+    for affinity in ("rbf", "nearest_neighbors"):
+        dense_fit = latentlab.SpectralEmbedding(affinity=affinity, n_neighbors=10).fit(X)
+        sparse_fit = latentlab.SpectralEmbedding(affinity=affinity, n_neighbors=10).fit(Xs)
+        np.testing.assert_allclose(sparse_fit.embedding_, dense_fit.embedding_, atol=1e-8)
+
+
+def test_lobpcg_matches_dense_and_sklearn():
+    ref = manifold.SpectralEmbedding(affinity="rbf", gamma=0.5, random_state=0).fit(X)
+    dense = latentlab.SpectralEmbedding(affinity="rbf", gamma=0.5, eigen_solver="dense").fit(X)
+    ours = latentlab.SpectralEmbedding(
+        affinity="rbf", gamma=0.5, eigen_solver="lobpcg", eigen_tol=1e-9, random_state=0
+    ).fit(X)
+    assert ours.solver_ == "lobpcg"
+    scale = np.abs(ref.embedding_).max()
+    np.testing.assert_allclose(ours.embedding_, dense.embedding_, atol=1e-6 * scale)
+    np.testing.assert_allclose(
+        align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-6 * scale
+    )
+    np.testing.assert_allclose(ours.eigenvalues_, dense.eigenvalues_, rtol=1e-7)
+    knn = latentlab.SpectralEmbedding(n_neighbors=10, eigen_solver="lobpcg", eigen_tol=1e-9)
+    knn_dense = latentlab.SpectralEmbedding(n_neighbors=10, eigen_solver="dense")
+    np.testing.assert_allclose(
+        knn.fit(X).embedding_, knn_dense.fit(X).embedding_, atol=1e-6 * scale
+    )
+
+
+def test_amg_without_pyamg_is_refused_naming_it():
+    try:
+        import pyamg  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="pyamg is not available"):
+            latentlab.SpectralEmbedding(eigen_solver="amg").fit(X)
+    else:
+        pytest.skip("pyamg is installed")
+
+
+def test_float32_data_give_float32_embedding_and_affinity():
+    Xs = X.astype(np.float32)
+    single = latentlab.SpectralEmbedding(affinity="rbf").fit(Xs)
+    double = latentlab.SpectralEmbedding(affinity="rbf").fit(X)
+    assert single.embedding_.dtype == np.float32
+    assert single.affinity_matrix_.dtype == np.float32
+    assert single.fit_transform(Xs).dtype == np.float32
+    assert double.embedding_.dtype == np.float64
+    scale = np.abs(double.embedding_).max()
+    np.testing.assert_allclose(single.embedding_, double.embedding_, atol=1e-5 * scale)
+
+
+def test_every_affinity_is_kept():
+    rbf = latentlab.SpectralEmbedding(affinity="rbf", gamma=0.5).fit(X)
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    np.testing.assert_allclose(rbf.affinity_matrix_, rbf_kernel(X, gamma=0.5), atol=1e-12)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from latentlab.closed_form.kernel_pca import centred_kernel, kernel_eigh
 from latentlab.inference.programs import program
@@ -33,6 +34,9 @@ __all__ = [
     "landmark_transform_data",
     "kruskal_stress",
     "smacof",
+    "nonmetric_smacof",
+    "raw_stress",
+    "normalized_stress",
 ]
 
 
@@ -190,3 +194,98 @@ def smacof(D, Y0, eps, *, max_iter: int) -> SmacofResult:
         cond, body, (Y0, raw_stress(Y0), jnp.asarray(0), jnp.asarray(False))
     )
     return SmacofResult(Y, stress, it, done)
+
+
+# -- host side: non-metric SMACOF --------------------------------------------------------
+
+
+def _upper_distances(Y, rows, cols):
+    return np.sqrt(np.sum((Y[rows] - Y[cols]) ** 2, axis=1))
+
+
+def _nonmetric_disparities(order, distances, total):
+    """Kruskal's disparities: the isotonic (non-decreasing in the dissimilarities' order)
+    least-squares fit to the configuration's distances, scaled so that their squares
+    sum to ``total``."""
+    from sklearn.isotonic import isotonic_regression
+
+    fitted = np.empty_like(distances)
+    fitted[order] = isotonic_regression(distances[order], increasing=True)
+    norm = np.sum(fitted * fitted)
+    return fitted * np.sqrt(total / norm) if norm > 0 else fitted
+
+
+def nonmetric_smacof(D, Y0, eps: float, max_iter: int):
+    """Non-metric (ordinal) MDS by SMACOF (Kruskal 1964; de Leeuw 1977; Borg & Groenen
+    2005, ch. 9), on the host in NumPy.
+
+    Each iteration replaces the dissimilarities by disparities: the monotone
+    (isotonic) regression of the configuration's distances on the dissimilarities'
+    rank order over all pairs i < j (ties ordered by their position), normalised so
+    that ``sum_{i<j} dhat_ij^2 = n (n - 1) / 2`` (which fixes the otherwise free
+    scale); then a Guttman transform ``Y <- B(Y) Y / n`` towards them.  The first
+    step uses the (normalised) dissimilarities themselves.  Stops when Kruskal's
+    stress-1 ``sqrt(sum (dist - dhat)^2 / sum dist^2)``, which does not depend on the
+    scale of D, falls by less than ``eps`` (relative), reaches round-off level (a
+    perfect ordinal fit), or after ``max_iter`` steps.
+
+    Returns ``(Y, raw_stress, stress_1, n_iter, converged)``: the stresses of the final
+    configuration against its own disparities.
+    """
+    D = np.asarray(D, dtype=np.float64)
+    n = D.shape[0]
+    rows, cols = np.triu_indices(n, 1)
+    dissimilarities = D[rows, cols]
+    order = np.argsort(dissimilarities, kind="stable")
+    total = n * (n - 1) / 2.0
+    Y = np.asarray(Y0, dtype=np.float64)
+    Y = Y - Y.mean(axis=0)
+    norm = np.sum(dissimilarities**2)
+    disparities = dissimilarities * np.sqrt(total / norm) if norm > 0 else dissimilarities
+
+    def stresses(Y, disparities):
+        distances = _upper_distances(Y, rows, cols)
+        raw = float(np.sum((distances - disparities) ** 2))
+        scale = float(np.sum(distances**2))
+        return raw, np.sqrt(raw / scale) if scale > 0 else 0.0, distances
+
+    previous, converged, it = None, False, 0
+    while it < max_iter:
+        it += 1
+        distances = _upper_distances(Y, rows, cols)
+        ratio = np.zeros((n, n))
+        safe = np.where(distances > 0, distances, 1.0)
+        ratio[rows, cols] = np.where(distances > 0, disparities / safe, 0.0)
+        ratio = ratio + ratio.T
+        B = -ratio
+        B[np.diag_indices(n)] = ratio.sum(axis=1)
+        Y = B @ Y / n
+        distances = _upper_distances(Y, rows, cols)
+        disparities = _nonmetric_disparities(order, distances, total)
+        _, stress_1, _ = stresses(Y, disparities)
+        # stress-1 at round-off level is a perfect ordinal fit: its relative decrease
+        # would be noise
+        perfect = stress_1 <= 64 * np.finfo(np.float64).eps
+        if perfect or (previous is not None and previous - stress_1 <= eps * previous):
+            converged = True
+            break
+        previous = stress_1
+    raw, stress_1, _ = stresses(Y, disparities)
+    return Y, raw, stress_1, it, converged
+
+
+def raw_stress(D, Y):
+    """``sum_{i<j} (d_ij - ||y_i - y_j||)^2`` (NumPy)."""
+    rows, cols = np.triu_indices(D.shape[0], 1)
+    return float(np.sum((np.asarray(D)[rows, cols] - _upper_distances(Y, rows, cols)) ** 2))
+
+
+def normalized_stress(D, Y):
+    """Kruskal's stress-1, ``sqrt(sum_{i<j} (d_ij - ||y_i - y_j||)^2 / sum_{i<j}
+    ||y_i - y_j||^2)`` (the configuration's distances in the denominator, as Kruskal
+    (1964) and scikit-learn's ``normalized_stress`` define it)."""
+    rows, cols = np.triu_indices(D.shape[0], 1)
+    distances = _upper_distances(np.asarray(Y, dtype=np.float64), rows, cols)
+    scale = float(np.sum(distances**2))
+    raw = float(np.sum((np.asarray(D)[rows, cols] - distances) ** 2))
+    return float(np.sqrt(raw / scale)) if scale > 0 else 0.0

@@ -46,6 +46,11 @@ __all__ = [
     "knn_affinity_program",
     "sparse_knn_affinity",
     "sparse_spectral_embedding",
+    "rbf_affinity_program",
+    "normalized_laplacian",
+    "lobpcg_spectral_embedding",
+    "discretize",
+    "cluster_qr",
 ]
 
 
@@ -202,3 +207,137 @@ def sparse_spectral_embedding(
     if drop_first:
         embedding, eigenvalues = embedding[:, 1:], eigenvalues[1:]
     return SpectralFit(embedding, eigenvalues, converged)
+
+
+rbf_affinity_program = program(rbf_affinity)
+
+
+def normalized_laplacian(A):
+    """``L = I - D^{-1/2} A D^{-1/2}`` of an affinity (dense ndarray or sparse), its
+    diagonal ignored, with SciPy's convention for isolated nodes (diagonal 0); returns
+    ``(L, sqrt(degree))`` (isolated nodes' scale 1)."""
+    from scipy import sparse
+
+    if sparse.issparse(A):
+        A = sparse.csr_matrix(A, dtype=np.float64, copy=True)
+        A.setdiag(0.0)
+        A.eliminate_zeros()
+        degree = np.asarray(A.sum(axis=1)).ravel()
+    else:
+        A = np.array(A, dtype=np.float64, copy=True)
+        np.fill_diagonal(A, 0.0)
+        degree = A.sum(axis=1)
+    isolated = degree == 0
+    scale = np.where(isolated, 1.0, np.sqrt(degree))
+    if sparse.issparse(A):
+        inverse = sparse.diags(1.0 / scale)
+        L = (sparse.diags((~isolated).astype(np.float64)) - inverse @ A @ inverse).tocsr()
+    else:
+        L = np.diag((~isolated).astype(np.float64)) - A / scale[:, None] / scale[None, :]
+    return L, scale
+
+
+def lobpcg_spectral_embedding(
+    A, *, n_components: int, drop_first: bool, seed: int = 0, tol=None, maxiter: int = 2000
+) -> SpectralFit:
+    """:func:`spectral_embedding` of a host affinity A (dense or sparse) by SciPy's
+    LOBPCG on the normalized Laplacian (Knyazev 2001), the known null vector
+    ``sqrt(degree)`` given as a constraint rather than found.  ``tol``: LOBPCG's
+    residual tolerance (None: SciPy's default, ``n sqrt(eps)``).  ``converged`` is
+    False when some residual ``||L v - lambda v||`` ends above ``tol`` (the caller then
+    falls back to dense); for fewer than ``5 (n_components + 1)`` nodes LOBPCG does
+    not apply and dense eigh runs instead."""
+    from scipy import sparse
+    from scipy.sparse.linalg import lobpcg
+
+    L, scale = normalized_laplacian(A)
+    n = L.shape[0]
+    null = (scale / np.linalg.norm(scale))[:, None]
+    wanted = n_components + 1 if drop_first else n_components
+    rest = wanted - 1
+    eigenvalues, vectors, converged = np.zeros(1), null, np.asarray(True)
+    if rest > 0:
+        if n < 5 * (rest + 1):
+            dense = L.toarray() if sparse.issparse(L) else L
+            projector = np.eye(n) - null @ null.T
+            w, V = np.linalg.eigh(projector @ dense @ projector + 3.0 * (null @ null.T))
+            w, V = w[:rest], V[:, :rest]
+        else:
+            rng = np.random.default_rng(seed)
+            X0 = rng.standard_normal((n, rest))
+            X0 -= null @ (null.T @ X0)
+            used_tol = float(n * np.sqrt(np.finfo(np.float64).eps)) if tol is None else tol
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # its own "not reached" note
+                w, V = lobpcg(L, X0, Y=null, tol=used_tol, maxiter=maxiter, largest=False)
+            order = np.argsort(w)
+            w, V = w[order], V[:, order]
+            residual = np.linalg.norm(L @ V - V * w, axis=0)
+            converged = np.asarray(bool(np.all(residual <= max(used_tol, 1e-12) * 10)))
+        eigenvalues = np.concatenate([eigenvalues, w])
+        vectors = np.concatenate([null, V], axis=1)
+    embedding = flip_column_signs(vectors / scale[:, None])
+    if drop_first:
+        embedding, eigenvalues = embedding[:, 1:], eigenvalues[1:]
+    return SpectralFit(embedding, eigenvalues, converged)
+
+
+# -- host side: label assignment ---------------------------------------------------------
+
+
+def discretize(vectors, *, seed: int = 0, max_iter: int = 30, max_restarts: int = 30):
+    """Labels from a spectral embedding by Yu & Shi's (2003) multiclass discretisation:
+    the rows, normalised to unit length, are rotated by the orthogonal R that brings
+    them closest (in Frobenius norm) to a 0/1 cluster-indicator matrix, alternating
+    the indicator (each row's largest rotated coordinate) and R (the polar factor of
+    ``indicator^T rows``, by SVD) until the objective stops rising.  R starts from
+    mutually most-orthogonal rows, the first drawn at random (``seed``)."""
+    V = np.asarray(vectors, dtype=np.float64)
+    n, k = V.shape
+    norms = np.linalg.norm(V, axis=1, keepdims=True)
+    X = V / np.where(norms > 0, norms, 1.0)
+    rng = np.random.default_rng(seed)
+    best_labels, best_value = None, -np.inf
+    for _ in range(max_restarts):
+        R = np.zeros((k, k))
+        R[:, 0] = X[rng.integers(n)]
+        closeness = np.zeros(n)
+        for j in range(1, k):
+            closeness += np.abs(X @ R[:, j - 1])
+            R[:, j] = X[np.argmin(closeness)]
+        previous = -np.inf
+        labels = None
+        for _ in range(max_iter):
+            labels = np.argmax(X @ R, axis=1)
+            indicator = np.zeros((n, k))
+            indicator[np.arange(n), labels] = 1.0
+            try:
+                U, S, Wt = np.linalg.svd(indicator.T @ X)
+            except np.linalg.LinAlgError:
+                break
+            value = float(S.sum())
+            if value - previous <= 1e-12 * max(abs(value), 1.0):
+                break
+            previous = value
+            R = Wt.T @ U.T
+        if labels is not None and previous > best_value:
+            best_labels, best_value = labels, previous
+            if len(np.unique(labels)) == k:
+                break
+    return np.asarray(best_labels, dtype=np.int64)
+
+
+def cluster_qr(vectors):
+    """Labels from a spectral embedding by Damle, Minden & Ying's (2019) CPQR method:
+    column-pivoted QR of ``V^T`` picks k representative rows; the orthogonal polar
+    factor of those rows (by SVD) rotates V, and each point joins the cluster of its
+    largest rotated coordinate in absolute value.  Deterministic, no iterations."""
+    from scipy.linalg import qr
+
+    V = np.asarray(vectors, dtype=np.float64)
+    k = V.shape[1]
+    _, _, pivots = qr(V.T, pivoting=True, mode="economic")
+    U, _, Wt = np.linalg.svd(V[pivots[:k]].T)
+    return np.argmax(np.abs(V @ (U @ Wt)), axis=1).astype(np.int64)

@@ -27,11 +27,18 @@ class FitsEmbedding:
 
 class PairwiseWhenPrecomputed:
     """scikit-learn's ``pairwise`` input tag, on when the setting named
-    ``_pairwise_setting`` is ``"precomputed"`` (X is then an (n, n) matrix)."""
+    ``_pairwise_setting`` is ``"precomputed"`` or ``"precomputed_nearest_neighbors"``
+    (X is then an (n, n) matrix); ``_accepts_sparse`` sets the ``sparse`` input tag."""
 
     _pairwise_setting = "affinity"
+    _accepts_sparse = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = getattr(self, self._pairwise_setting) == "precomputed"
+        value = getattr(self, self._pairwise_setting)
+        tags.input_tags.pairwise = isinstance(value, str) and value in (
+            "precomputed",
+            "precomputed_nearest_neighbors",
+        )
+        tags.input_tags.sparse = tags.input_tags.sparse or self._accepts_sparse
         return tags

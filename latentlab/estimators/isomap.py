@@ -14,19 +14,20 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._docstrings import fill_doc
-from latentlab._settings import Dtype, Integer, Options, RandomState, Real
+from latentlab._settings import Callable, Dtype, InstanceOf, Integer, Options, RandomState, Real
 from latentlab._shapes import pad_rows
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import isomap as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
-from latentlab.estimators._embedding import FitsEmbedding
+from latentlab.estimators._embedding import FitsEmbedding, PairwiseWhenPrecomputed
 from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
 
 __all__ = ["Isomap", "neighbors_of", "check_n_neighbors"]
 
-EIGEN_SOLVERS = ("auto", "dense", "lanczos")
+EIGEN_SOLVERS = ("auto", "dense", "arpack", "lanczos")
+EUCLIDEAN = ("euclidean", "l2")
 PATH_METHODS = ("auto", "FW", "D")
 
 
@@ -147,8 +148,52 @@ def radius_neighbors_of(Q, R, radius: float):
     return distances, indices
 
 
+def _precomputed_graph(G, k, radius):
+    """The edges of a precomputed sparse neighbour graph G: each row's stored
+    off-diagonal entries, the ``k`` smallest of them (or those within ``radius``)."""
+    from scipy.sparse import csr_matrix
+
+    G = G.tocoo()
+    keep = G.row != G.col
+    rows, cols, weights = G.row[keep], G.col[keep], G.data[keep]
+    if radius is not None:
+        keep = weights <= radius
+        rows, cols, weights = rows[keep], cols[keep], weights[keep]
+    else:
+        order = np.lexsort((weights, rows))
+        rows, cols, weights = rows[order], cols[order], weights[order]
+        starts = np.searchsorted(rows, rows, side="left")
+        keep = np.arange(rows.size) - starts < k
+        rows, cols, weights = rows[keep], cols[keep], weights[keep]
+    return csr_matrix((weights, (rows, cols)), shape=G.shape)
+
+
+def _padded(distances, indices, radius):
+    """scikit-learn's ragged radius neighbours as (m, width) arrays padded with
+    distance ``inf`` and index 0; a ValueError names rows with none."""
+    counts = np.array([len(row) for row in indices])
+    lonely = np.flatnonzero(counts == 0)
+    if lonely.size:
+        raise ValueError(
+            f"{lonely.size} sample(s) have no training point within radius={radius}: rows "
+            f"{lonely[:10].tolist()}; use a larger radius or n_neighbors"
+        )
+    width = int(counts.max())
+    D = np.full((len(counts), width), np.inf)
+    idx = np.zeros((len(counts), width), dtype=np.int64)
+    for row, (d, i) in enumerate(zip(distances, indices, strict=True)):
+        D[row, : len(d)], idx[row, : len(i)] = d, i
+    return D, idx
+
+
 @fill_doc
-class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+class Isomap(
+    FitsEmbedding,
+    PairwiseWhenPrecomputed,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    LatentEstimator,
+):
     """Isomap embedding (Tenenbaum, de Silva & Langford 2000).
 
     Builds the k-nearest-neighbour (or epsilon-radius) graph of the data, computes the
@@ -163,17 +208,37 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         Neighbours per point (the point itself not counted), ``1 <= n_neighbors <
         n_samples``.  Must be None when ``radius`` is given.
     radius : float or None, default=None
-        Link every pair at distance at most ``radius`` instead.
+        Link every pair at distance at most ``radius`` instead (``inf``: every pair,
+        i.e. classical MDS of the distances).
     n_components : int, default=2
-    eigen_solver : {"auto", "dense", "lanczos"}, default="auto"
+    eigen_solver : {"auto", "dense", "arpack", "lanczos"}, default="auto"
         See :func:`latentlab.closed_form.eigensolvers.eigen_settings` ("auto": block
         Lanczos above 500 samples, dense eigh below; Lanczos falls back to dense when
-        it does not converge).
+        it does not converge).  ``"arpack"`` (scikit-learn's name for its iterative
+        solver) runs the block Lanczos solver.
     path_method : {"auto", "FW", "D"}, default="auto"
         Shortest-path algorithm: SciPy's Floyd-Warshall, or Dijkstra from all but an
         independent set of nodes, whose rows follow from their neighbours' (see
         :func:`geodesic_distances`); "auto" takes Floyd-Warshall for graphs with at
         least n**2 / 4 edges, as SciPy does.
+    neighbors_algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        scikit-learn's ``NearestNeighbors`` algorithm, for the neighbour searches that
+        run on the host (``nbrs_``; see ``metric``).
+    metric : str or callable, default="minkowski"
+        Distance of the neighbour graph, as scikit-learn's ``NearestNeighbors``
+        takes it (with ``p`` and ``metric_params``).  Euclidean distances of dense
+        data (``"minkowski"`` with ``p=2``, ``"euclidean"``, ``"l2"``) are found by
+        jit-compiled JAX; any other metric, and sparse X, by scikit-learn's
+        ``NearestNeighbors`` on the host.  ``"precomputed"``: ``fit`` takes the (n, n)
+        distance matrix, dense or a sparse neighbour graph (its stored entries are the
+        edges), and ``transform`` the (m, n) distances of new points to the training
+        points.
+    p : float, default=2
+        Power of the Minkowski metric (``metric="minkowski"``), >= 1.
+    metric_params : dict or None, default=None
+        Further keyword arguments of the metric.
+    n_jobs : int or None, default=None
+        Parallel jobs of the host neighbour searches.
     random_state : int, RandomState or None, default=None
         Seeds the Lanczos start block (the result does not depend on it beyond
         round-off).
@@ -190,8 +255,12 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
     kernel_column_means_ : ndarray (n_samples,)
         Column means of ``-dist_matrix_**2 / 2`` (to centre new points' kernels).
     kernel_grand_mean_ : float
-    X_fit_ : ndarray (n_samples, n_features)
+    X_fit_ : ndarray (n_samples, n_features) or sparse matrix
         A copy of the training data (new points' neighbours are found among them).
+    nbrs_ : sklearn.neighbors.NearestNeighbors
+        The neighbour search fitted to ``X_fit_`` with this estimator's
+        ``n_neighbors``, ``radius``, ``metric``, ``p`` and ``metric_params`` (a
+        property, built on access).
     {solver_attribute}
     n_features_in_ : int
 
@@ -212,10 +281,15 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
 
     _settings = {
         "n_neighbors": Integer(1, None) | None,  # < n_samples: checked with the data
-        "radius": Real(0, None, closed="neither", finite=True) | None,
+        "radius": Real(0, None, closed="neither") | None,
         "n_components": Integer(),  # its range depends on the data
         "eigen_solver": Options(*EIGEN_SOLVERS),
         "path_method": Options(*PATH_METHODS),
+        "neighbors_algorithm": Options("auto", "brute", "kd_tree", "ball_tree"),
+        "metric": InstanceOf(str, "a metric name") | Callable(),
+        "p": Real(1, None),
+        "metric_params": InstanceOf(dict, "a dict") | None,
+        "n_jobs": Integer() | None,
         "random_state": RandomState(),
         "dtype": Dtype(),
     }
@@ -228,6 +302,11 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         n_components=2,
         eigen_solver="auto",
         path_method="auto",
+        neighbors_algorithm="auto",
+        metric="minkowski",
+        p=2,
+        metric_params=None,
+        n_jobs=None,
         random_state=None,
         dtype="float64",
     ):
@@ -236,6 +315,11 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         self.n_components = n_components
         self.eigen_solver = eigen_solver
         self.path_method = path_method
+        self.neighbors_algorithm = neighbors_algorithm
+        self.metric = metric
+        self.p = p
+        self.metric_params = metric_params
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.dtype = dtype
 
@@ -243,7 +327,7 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         if self.radius is not None:
             if self.n_neighbors is not None:
                 raise ValueError(
-                    "Both n_neighbors and radius are given; set n_neighbors=None to use "
+                    "Both n_neighbors and radius are provided; set n_neighbors=None to use "
                     "a radius graph"
                 )
             return None
@@ -251,32 +335,88 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
             raise ValueError("One of n_neighbors and radius must be given")
         return check_n_neighbors(self.n_neighbors, n)
 
+    _pairwise_setting = "metric"
+    _accepts_sparse = True
+
+    def _on_device(self, X) -> bool:
+        """Whether the neighbour graph is built by JAX (Euclidean distances of dense
+        data) rather than by scikit-learn's ``NearestNeighbors`` on the host."""
+        euclidean = self.metric in EUCLIDEAN or (
+            self.metric == "minkowski" and self.p == 2 and not self.metric_params
+        )
+        return euclidean and not hasattr(X, "nnz")
+
+    def _neighbor_search(self, X):
+        from sklearn.neighbors import NearestNeighbors
+
+        return NearestNeighbors(
+            n_neighbors=5 if self.n_neighbors is None else self.n_neighbors,
+            radius=1.0 if self.radius is None else self.radius,
+            algorithm=self.neighbors_algorithm,
+            metric=self.metric,
+            p=self.p,
+            metric_params=self.metric_params,
+            n_jobs=self.n_jobs,
+        ).fit(X)
+
     def _fit(self, X):
-        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
+        X = check_data(self, X, reset=True, allow_nan=False, min_samples=2, accept_sparse="csr")
         n = X.shape[0]
+        precomputed = self.metric == "precomputed"
+        if precomputed and X.shape[1] != n:
+            raise ValueError(
+                f"metric='precomputed' needs a square (n_samples, n_samples) distance matrix "
+                f"or sparse neighbour graph; X has shape {X.shape}"
+            )
         k = self._check_graph_settings(n)
         K = check_n_components(self.n_components, 1, n, "n_samples")
         dtype = np.float32 if self.dtype == "float32" else np.float64
+        on_device = self._on_device(X)
+        nbrs = None if on_device else self._neighbor_search(X)
         with self._precision():
-            Xj = to_device(X)
-            if k is not None:
-                distances, indices = neighbors_of(X, X, k, exclude_self=True)
-                graph = nb.knn_graph(distances, indices)
+            if on_device:
+                Xj = to_device(X)
+                if k is not None:
+                    distances, indices = neighbors_of(X, X, k, exclude_self=True)
+                    graph = nb.knn_graph(distances, indices)
+                else:
+                    graph = nb.radius_graph(
+                        np.asarray(call(nb.pairwise_distances, n * n, Xj, Xj)), self.radius
+                    )
+            elif precomputed and hasattr(X, "nnz"):
+                graph = _precomputed_graph(X, k, self.radius)
+            elif k is not None:
+                graph = nbrs.kneighbors_graph(mode="distance").tocsr()
             else:
-                graph = nb.radius_graph(
-                    np.asarray(call(nb.pairwise_distances, n * n, Xj, Xj)), self.radius
+                graph = nbrs.radius_neighbors_graph(mode="distance").tocsr()
+            n_parts, labels = nb.graph_components(graph)
+            if n_parts > 1 and precomputed and hasattr(X, "nnz"):
+                raise ValueError(
+                    f"The precomputed neighbour graph is not connected (number of connected "
+                    f"components: {n_parts}; {nb.describe_components(labels)}), and a sparse "
+                    "graph does not hold the distances that would link its components; pass "
+                    "more neighbours or the dense distance matrix"
                 )
-            n_parts = nb.check_connected(
+            nb.check_connected(
                 graph,
                 "neighbour graph",
-                "Geodesic distances between components would be infinite, so each pair "
-                "of components is linked by its closest pair of points (as scikit-learn "
-                "does); increase n_neighbors (or radius) to avoid this.",
+                f"(number of connected components: {n_parts}) Geodesic distances between "
+                "components would be infinite, so each pair of components is linked by its "
+                "closest pair of points (as scikit-learn does); increase n_neighbors (or "
+                "radius) to avoid this.",
                 error=False,
             )
             if n_parts > 1:
-                _, labels = nb.graph_components(graph)
-                D_full = np.array(call(nb.pairwise_distances, n * n, Xj, Xj))
+                if on_device:
+                    D_full = np.array(call(nb.pairwise_distances, n * n, Xj, Xj))
+                elif precomputed:
+                    D_full = np.asarray(X)
+                else:
+                    from sklearn.metrics import pairwise_distances
+
+                    D_full = pairwise_distances(
+                        X, metric=self.metric, n_jobs=self.n_jobs, **self._metric_kwargs()
+                    )
                 graph = nb.link_components(graph, D_full, labels)
             D = geodesic_distances(graph, self.path_method)
             D_device, key = to_device(D), jax_key(self.random_state)
@@ -307,6 +447,20 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         self.solver_ = solver
         return X
 
+    @property
+    def nbrs_(self):
+        """scikit-learn's ``NearestNeighbors`` with this estimator's neighbour settings,
+        fitted to ``X_fit_`` (built on access, not stored: saved models hold arrays
+        only)."""
+        check_is_fitted(self)
+        return self._neighbor_search(self.X_fit_)
+
+    def _metric_kwargs(self) -> dict:
+        kwargs = dict(self.metric_params or {})
+        if self.metric == "minkowski":
+            kwargs.setdefault("p", self.p)
+        return kwargs
+
     def reconstruction_error(self) -> float:
         """``sqrt(||H G H||_F^2 - sum(eigenvalues_**2)) / n_samples`` with ``G =
         -dist_matrix_**2 / 2``: how much of the centred geodesic kernel the embedding
@@ -324,13 +478,24 @@ class Isomap(FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, L
         ``radius``), embedded by the MDS extension.  A training point is mapped to its
         own ``embedding_`` row."""
         check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
+        X = check_data(self, X, reset=False, allow_nan=False, accept_sparse="csr")
         m = X.shape[0]
+        if self.metric == "precomputed" and X.shape[1] != self.dist_matrix_.shape[0]:
+            raise ValueError(
+                "metric='precomputed': transform needs the (n_samples, n_training_samples) "
+                f"distances to the {self.dist_matrix_.shape[0]} training points; X has shape "
+                f"{X.shape}"
+            )
         with self._precision():
-            if self.radius is not None:
-                distances, indices = radius_neighbors_of(X, self.X_fit_, self.radius)
+            if self._on_device(X) and not hasattr(self.X_fit_, "nnz"):
+                if self.radius is not None:
+                    distances, indices = radius_neighbors_of(X, self.X_fit_, self.radius)
+                else:
+                    distances, indices = neighbors_of(X, self.X_fit_, self.n_neighbors)
+            elif self.radius is not None:
+                distances, indices = _padded(*self.nbrs_.radius_neighbors(X), self.radius)
             else:
-                distances, indices = neighbors_of(X, self.X_fit_, self.n_neighbors)
+                distances, indices = self.nbrs_.kneighbors(X, self.n_neighbors)
             rows = row_bucket(m)
             n = self.dist_matrix_.shape[0]
             Z = call(
