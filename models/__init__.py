@@ -26,11 +26,15 @@ can find their way in the others:
    Gaussian-latent models :func:`latentlab.models.gaussian_latent.summarise`; the
    mixture's ``GMMData`` and pLSA's ``Corpus`` are built, padded to shape buckets, by
    their estimators.
-6. **e_step** and **m_step** -- the pure functions the one EM driver
-   (:func:`latentlab.inference.em.run_em`) iterates:
+6. **e_step** and **m_step** -- the pure functions the one EM engine
+   (:func:`latentlab.inference.em.fit_em`) iterates:
    ``e_step(params, data, hyper) -> (stats, objective)`` with ``stats`` sums over
    rows, ``m_step(stats, params, hyper) -> params``; ``step_functions`` where static
-   variants (covariance type, tempering) must be the same objects every call.
+   variants (covariance type, tempering) must be the same objects every call.  Each EM
+   model hands them to the engine as an :class:`~latentlab.inference.em.EMModel`
+   (``em_model``), with its starts made inside the fit program (``em_starts``), a
+   ``finish`` where the fit ends with more than EM (pLSA's last fold-in) and its
+   quasi-Newton ``coordinates`` where it has them.
 7. **Closed form** where one exists (PPCA's Tipping-Bishop solution), then the
    host-side algebra estimators report (covariances, conditionals, samples,
    rescaling, parameter counts).
@@ -48,7 +52,8 @@ model file stays under ~300 lines; where its algebra would take it past that, th
 algebra moves to a private module named after the model and what it holds
 (``_gmm_covariances.py``: every switch on the covariance type; ``_gmm_observe.py`` and
 ``_gmm_statistics.py``: how the mixture's declaration observes a row, and its
-E-step's data layout and row sums; ``_plsa_algebra.py``:
+E-step's data layout and row sums; ``_gmm_starts.py``: its starts from responsibilities,
+k-means or k-means++; ``_plsa_algebra.py``:
 the simplex and per-entry algebra pLSA's fit and fold-in share; ``_plsa_fold_in.py``:
 pLSA's fold-in of new documents; ``_plsa_layout.py``: how counts are padded for its
 programs).  A private module never imports its model module
