@@ -458,3 +458,23 @@ def test_zero_components_is_the_isotropic_gaussian():
         np.testing.assert_allclose(model.get_precision(), np.eye(4) / variance, rtol=1e-12)
     with pytest.raises(ValueError, match="n_components=0 needs the whole spectrum"):
         latentlab.PCA(0, svd_solver="randomized").fit(X)
+
+
+@pytest.mark.parametrize("solver", ["full", "covariance_eigh", "randomized", "arpack"])
+def test_float32_data_give_float32_attributes_and_outputs(solver):
+    """As scikit-learn: float32 in, float32 out; computed in float64 and rounded once,
+    so each equals the float64 fit's to float32's rounding."""
+    X = np.random.default_rng(0).normal(size=(200, 6)) * [1, 2, 3, 4, 5, 6]
+    fit32 = latentlab.PCA(3, svd_solver=solver, random_state=0).fit(X.astype(np.float32))
+    fit64 = latentlab.PCA(3, svd_solver=solver, random_state=0).fit(X)
+    for name in ("mean_", "components_", "singular_values_", "explained_variance_"):
+        value = getattr(fit32, name)
+        assert value.dtype == np.float32, name
+        np.testing.assert_allclose(value, getattr(fit64, name), rtol=2e-7, atol=2e-7)
+    Z = fit32.transform(X.astype(np.float32))
+    assert Z.dtype == np.float32 and fit32.fit_transform(X.astype(np.float32)).dtype == np.float32
+    assert fit32.inverse_transform(Z).dtype == np.float32
+    np.testing.assert_allclose(Z, fit64.transform(X), rtol=1e-5, atol=1e-5)
+    # integers are data in float64, as scikit-learn's
+    ints = latentlab.PCA(3, svd_solver=solver, random_state=0).fit(np.rint(X * 10).astype(np.int32))
+    assert ints.components_.dtype == np.float64

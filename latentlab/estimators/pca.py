@@ -28,6 +28,15 @@ from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
 
 __all__ = ["PCA", "mle_dimension"]
 
+# the fitted arrays that take float32 where the training data were float32
+_FLOAT_ATTRIBUTES = (
+    "mean_",
+    "components_",
+    "singular_values_",
+    "explained_variance_",
+    "explained_variance_ratio_",
+)
+
 SOLVERS = ("auto", "full", "covariance_eigh", "randomized", "arpack")
 SPARSE_SOLVERS = ("auto", "arpack", "covariance_eigh")  # the ones that never densify X
 
@@ -240,6 +249,9 @@ default="auto"
         return self._project(X)
 
     def _fit(self, X):
+        # float32 data get float32 attributes and outputs (as scikit-learn), computed
+        # at this estimator's dtype and rounded once at the end
+        float32 = getattr(X, "dtype", None) == np.float32
         if is_sparse(X):
             if self.svd_solver not in SPARSE_SOLVERS:
                 # scikit-learn's wording (and TypeError, which InputTypeError also is)
@@ -284,7 +296,15 @@ default="auto"
         self.singular_values_ = singular_values[:K].copy()
         self.explained_variance_ = variance[:K].copy()
         self.explained_variance_ratio_ = ratio[:K].copy()
+        if float32:
+            for name in _FLOAT_ATTRIBUTES:
+                setattr(self, name, getattr(self, name).astype(np.float32))
+            self.noise_variance_ = np.float32(self.noise_variance_)
         return X
+
+    def _as_output(self, values):
+        """Outputs in float32 where the fit's components are (float32 training data)."""
+        return values.astype(np.float32) if self.components_.dtype == np.float32 else values
 
     # -- projections --------------------------------------------------------------------
 
@@ -311,10 +331,10 @@ default="auto"
         if is_sparse(X):  # X V^T - mean V^T on the host: X stays sparse
             V = self.components_
             Z = np.asarray(X @ V.T) - self.mean_ @ V.T
-            return (Z / self._scale()).astype(np.dtype(self.dtype))
+            return self._as_output((Z / self._scale()).astype(np.dtype(self.dtype)))
         Xc, zero = self._centred(X)
         with self._precision():
-            return to_numpy(
+            Z = to_numpy(
                 map_rows(
                     cf.pca_transform,
                     Xc,
@@ -323,6 +343,7 @@ default="auto"
                     jnp.asarray(self._scale()),
                 )
             )
+        return self._as_output(Z)
 
     def transform(self, X):
         """Project X onto the components: shape (n_samples, n_components_)."""
@@ -345,7 +366,7 @@ default="auto"
                     jnp.asarray(self._scale()),
                 )
             )
-        return Xc + self.mean_  # un-centre in float64
+        return self._as_output(Xc + self.mean_)  # un-centred in float64
 
     # -- probabilistic PCA likelihood ---------------------------------------------------
 
