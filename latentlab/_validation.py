@@ -10,6 +10,7 @@ from sklearn.utils.validation import validate_data
 
 __all__ = [
     "InputTypeError",
+    "kept_float_dtype",
     "check_data",
     "check_dense_numeric",
     "check_input_kind",
@@ -434,3 +435,9 @@ def check_level(level) -> float:
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     return float(level)
+
+
+def kept_float_dtype(X):
+    """The dtype of an estimator's outputs for data ``X``, as scikit-learn keeps it:
+    float32 for float32 data, else float64."""
+    return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64

@@ -118,3 +118,33 @@ def test_check_estimator():
         results = check_estimator(latentlab.AgglomerativeClustering(), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert set(failed) == set(AGGLOMERATIVE_EXPECTED_FAILED_CHECKS), failed
+
+
+@pytest.mark.parametrize("linkage", ["complete", "average", "single"])
+@pytest.mark.parametrize("metric", ["manhattan", "cosine", "precomputed"])
+def test_other_metrics_equal_scipy_and_sklearn(linkage, metric):
+    from scipy.spatial.distance import squareform
+    from sklearn.metrics import adjusted_rand_score, pairwise_distances
+
+    X = np.random.RandomState(0).rand(60, 4)
+    data = pairwise_distances(X, metric="chebyshev") if metric == "precomputed" else X
+    D = data if metric == "precomputed" else pairwise_distances(X, metric=metric)
+    got = latentlab.AgglomerativeClustering(4, metric=metric, linkage=linkage).fit(data)
+    # SciPy's hierarchy of the same dissimilarities: the same merge heights
+    Z = hierarchy.linkage(squareform(0.5 * (D + D.T), checks=False), method=linkage)
+    np.testing.assert_allclose(got.distances_, Z[:, 2], rtol=1e-12, atol=1e-15)
+    ref = cluster.AgglomerativeClustering(4, metric=metric, linkage=linkage).fit(data)
+    assert adjusted_rand_score(got.labels_, ref.labels_) == 1.0
+
+
+@pytest.mark.parametrize(
+    "params, data, match",
+    [
+        (dict(metric="manhattan"), np.eye(5), "Euclidean distances only"),
+        (dict(metric="precomputed", linkage="complete"), np.ones((4, 3)), "square"),
+        (dict(metric="precomputed", linkage="average"), -np.eye(4), "distance matrix"),
+    ],
+)
+def test_metric_refusals(params, data, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.AgglomerativeClustering(2, **params).fit(data)

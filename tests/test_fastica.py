@@ -193,3 +193,30 @@ def test_check_estimator():
         results = check_estimator(latentlab.FastICA(random_state=0), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert set(failed) == set(FASTICA_EXPECTED_FAILED_CHECKS), failed
+
+
+def _numpy_logcosh(x, alpha=1.0):
+    # calls NumPy on its input: not JAX-traceable
+    t = np.tanh(alpha * x)
+    return t, (alpha * (1.0 - t**2)).mean(axis=-1)
+
+
+@pytest.mark.parametrize("algorithm", ["parallel", "deflation"])
+def test_numpy_contrast_runs_on_the_host_and_equals_sklearn(algorithm):
+    rng = np.random.RandomState(0)
+    S = np.c_[np.sign(np.sin(np.linspace(0, 40, 500))), rng.laplace(size=500)]
+    X = S @ rng.randn(2, 2)
+    kw = dict(n_components=2, algorithm=algorithm, random_state=0, fun_args={"alpha": 1.5})
+    ref = decomposition.FastICA(fun=_numpy_logcosh, **kw).fit(X)
+    got = latentlab.FastICA(fun=_numpy_logcosh, **kw).fit(X)
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-8, atol=1e-10)
+    assert got.n_iter_ == ref.n_iter_
+    # the same contrast written with jax.numpy, compiled: the same unmixing
+    traced = latentlab.FastICA(fun="logcosh", **kw).fit(X)
+    np.testing.assert_allclose(got.components_, traced.components_, rtol=1e-8, atol=1e-10)
+
+
+def test_a_contrast_that_fails_on_numpy_too_raises_value_error():
+    X = np.random.default_rng(0).laplace(size=(100, 2))
+    with pytest.raises(ValueError, match="not JAX-traceable"):
+        latentlab.FastICA(2, fun=lambda u: (np.tanh(u), "not a number"), random_state=0).fit(X)

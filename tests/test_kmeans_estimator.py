@@ -20,8 +20,16 @@ IRIS = load_iris().data
 WINE = load_wine().data
 BLOBS, BLOB_TRUTH = make_blobs(400, centers=5, n_features=4, cluster_std=2.0, random_state=3)
 
-# check_estimator: every check passes (none expected to fail).
-KMEANS_EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+# check_estimator: the checks expected to fail, with why (scikit-learn's KMeans lists
+# the same one as an expected failure).
+WEIGHTED_SEEDING = (
+    "weights change the seeding draws: k-means++ with integer weights picks other rows "
+    "(and so other local optima and cluster orders) than on the repeated rows"
+)
+KMEANS_EXPECTED_FAILED_CHECKS: dict[str, str] = {
+    "check_sample_weight_equivalence_on_dense_data": WEIGHTED_SEEDING,
+    "check_sample_weight_equivalence_on_sparse_data": WEIGHTED_SEEDING,
+}
 
 
 def _start(X, k, seed):
@@ -138,9 +146,13 @@ def test_plusplus_covers_tight_clusters_far_more_often_than_random_seeds():
 @pytest.mark.parametrize(
     "params, data, match",
     [
-        (dict(n_clusters=11), IRIS[:10], "n_clusters=11 exceeds n_samples=10"),
+        (dict(n_clusters=11), IRIS[:10], "n_samples=10 should be >= n_clusters=11"),
         (dict(n_clusters=0), IRIS, "n_clusters"),
-        (dict(n_clusters=2, init=np.zeros((3, 4))), IRIS, r"init array has shape \(3, 4\)"),
+        (
+            dict(n_clusters=2, init=np.zeros((3, 4))),
+            IRIS,
+            r"initial centers \(3, 4\) does not match the number of clusters 2",
+        ),
         (dict(n_clusters=2, init=np.full((2, 4), np.nan)), IRIS, "init array has NaN"),
         (dict(n_clusters=2, init="kmeans"), IRIS, "Unknown init"),
         (dict(n_clusters=2, n_init=0), IRIS, "n_init"),
@@ -165,3 +177,105 @@ def test_check_estimator():
         results = check_estimator(latentlab.KMeans(), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert set(failed) == set(KMEANS_EXPECTED_FAILED_CHECKS), failed
+
+
+def test_an_empty_cluster_moves_to_the_farthest_row_as_sklearn():
+    # the second start is far from every row: after the first assignment its cluster is
+    # empty; scikit-learn moves it onto the row farthest from its centre, (5, 5)
+    X = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [5.0, 5.0]])
+    init = np.array([[0.5, 0.5], [30.0, 30.0]])
+    ref = cluster.KMeans(2, init=init, n_init=1).fit(X)
+    got = latentlab.KMeans(2, init=init).fit(X)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+    np.testing.assert_allclose(got.inertia_, ref.inertia_, rtol=1e-12)
+    assert got.inertia_ == pytest.approx(4.0 / 3.0)  # the three corners around their mean
+    # from 4096 rows Lloyd prunes with bounds: the relocated centre's jump moves them
+    X = np.random.RandomState(0).rand(6000, 3)
+    init = np.r_[X[:3], [[50.0, 50.0, 50.0]]]
+    ref = cluster.KMeans(4, init=init, n_init=1).fit(X)
+    got = latentlab.KMeans(4, init=init).fit(X)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+    assert got.n_iter_ == ref.n_iter_
+    # clusters of total weight below 1 (fractional weights) are weighted means too
+    X, w, init = np.array([[0.0], [2.0], [10.0]]), np.array([0.2, 0.2, 0.3]), [[1.0], [50.0]]
+    ref = cluster.KMeans(2, init=np.array(init), n_init=1).fit(X, sample_weight=w)
+    got = latentlab.KMeans(2, init=init).fit(X, sample_weight=w)
+    np.testing.assert_allclose(got.cluster_centers_, [[1.0], [10.0]], rtol=1e-12)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+    np.testing.assert_allclose(got.inertia_, ref.inertia_, rtol=1e-12)
+
+
+def test_sample_weight_equals_sklearn_and_repeated_rows():
+    w = np.random.default_rng(0).integers(1, 4, len(IRIS)).astype(float)
+    init = _start(IRIS, 3, seed=2)
+    ref = cluster.KMeans(3, init=init, n_init=1).fit(IRIS, sample_weight=w)
+    got = latentlab.KMeans(3, init=init).fit(IRIS, sample_weight=w)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-10)
+    np.testing.assert_allclose(got.inertia_, ref.inertia_, rtol=1e-10)
+    np.testing.assert_allclose(got.score(IRIS, sample_weight=w), -got.inertia_, rtol=1e-10)
+    # an integer weight is that many copies of the row (the closed form of weighting)
+    repeated = latentlab.KMeans(3, init=init).fit(np.repeat(IRIS, w.astype(int), axis=0))
+    np.testing.assert_allclose(got.cluster_centers_, repeated.cluster_centers_, rtol=1e-10)
+    np.testing.assert_allclose(got.inertia_, repeated.inertia_, rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [(np.ones(5), r"shape \(5,\)"), (-np.ones(150), "non-negative"), (np.zeros(150), "zero")],
+)
+def test_bad_sample_weight_raises_value_error(weights, match):
+    with pytest.raises(ValueError, match=match):
+        latentlab.KMeans(2).fit(IRIS, sample_weight=weights)
+
+
+def test_callable_init_n_init_auto_and_the_explicit_start_warning():
+    calls = []
+
+    def first_rows(X, k, random_state):
+        calls.append(random_state)
+        return X[len(calls) - 1 :: 40][:k]
+
+    got = latentlab.KMeans(3, init=first_rows, n_init="auto", random_state=0).fit(WINE)
+    assert len(calls) == 10  # "auto": 10 restarts for a callable
+    # the kept run is the lowest inertia of the ten starts, each run as scikit-learn's
+    inertias = [
+        cluster.KMeans(3, init=WINE[j::40][:3], n_init=1).fit(WINE).inertia_ for j in range(10)
+    ]
+    np.testing.assert_allclose(got.inertia_, min(inertias), rtol=1e-10)
+    # "auto" is 10 restarts for init="random", 1 for k-means++: the same fits (on iris
+    # with 6 clusters one random restart and the best of ten differ: 45.9 against 39.1)
+    for init, n_init in (("random", 10), ("k-means++", 1)):
+        auto = latentlab.KMeans(6, init=init, n_init="auto", random_state=5).fit(IRIS)
+        explicit = latentlab.KMeans(6, init=init, n_init=n_init, random_state=5).fit(IRIS)
+        np.testing.assert_array_equal(auto.cluster_centers_, explicit.cluster_centers_)
+    one = latentlab.KMeans(6, init="random", n_init=1, random_state=5).fit(IRIS)
+    assert (
+        one.inertia_
+        > latentlab.KMeans(6, init="random", n_init="auto", random_state=5).fit(IRIS).inertia_
+    )
+    with pytest.warns(RuntimeWarning, match="only one init"):
+        latentlab.KMeans(3, init=WINE[:3], n_init=4).fit(WINE)
+
+
+def test_sparse_float32_elkan_copy_x_and_verbose(capsys):
+    from scipy import sparse
+
+    X = np.where(BLOBS > 1.0, BLOBS, 0.0)
+    init = _start(X, 5, seed=3)
+    dense = latentlab.KMeans(5, init=init).fit(X)
+    ref = cluster.KMeans(5, init=init, n_init=1).fit(sparse.csr_matrix(X))
+    got = latentlab.KMeans(5, init=init, algorithm="elkan", copy_x=False, verbose=1)
+    got.fit(sparse.csr_matrix(X))
+    assert "Lloyd iterations" in capsys.readouterr().out
+    np.testing.assert_array_equal(got.labels_, dense.labels_)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-10)
+    X32 = X.astype(np.float32)
+    f32 = latentlab.KMeans(5, init=init).fit(X32)
+    assert f32.cluster_centers_.dtype == np.float32 and f32.transform(X32).dtype == np.float32
+    np.testing.assert_allclose(f32.cluster_centers_, dense.cluster_centers_, rtol=1e-6)
+    with pytest.warns(RuntimeWarning, match="single cluster"):
+        latentlab.KMeans(1, algorithm="elkan").fit(X)

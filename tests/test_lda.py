@@ -244,3 +244,39 @@ def test_class_moments_match_numpy_per_class_at_any_offset():
         atol=1e-9 * np.abs(St).max(),
     )
     np.testing.assert_allclose(total, fourth_moment(X - X.mean(axis=0), St), rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver, estimator", [("lsqr", "OAS"), ("eigen", "LedoitWolf")])
+def test_covariance_estimator_equals_sklearn(solver, estimator):
+    from sklearn import covariance
+
+    X, y = load_wine(return_X_y=True)
+    est = getattr(covariance, estimator)()
+    ref = SkLDA(solver=solver, covariance_estimator=est).fit(X, y)
+    got = latentlab.LinearDiscriminantAnalysis(solver=solver, covariance_estimator=est).fit(X, y)
+    np.testing.assert_allclose(got.covariance_, ref.covariance_, rtol=1e-12)
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=1e-10, atol=1e-12 * abs(ref.coef_).max())
+    np.testing.assert_allclose(got.intercept_, ref.intercept_, rtol=1e-10)
+    np.testing.assert_array_equal(got.predict(X), ref.predict(X))
+    if solver == "eigen":
+        np.testing.assert_allclose(
+            got.explained_variance_ratio_, ref.explained_variance_ratio_, rtol=1e-10
+        )
+    # not the empirical covariance: the estimator's (OAS / Ledoit-Wolf) shrinkage is used
+    plain = latentlab.LinearDiscriminantAnalysis(solver=solver).fit(X, y)
+    assert not np.allclose(plain.covariance_, got.covariance_)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(solver="svd"), "not available with solver='svd'"),
+        (dict(solver="lsqr", shrinkage=0.1), "only one of them"),
+    ],
+)
+def test_covariance_estimator_refusals(params, match):
+    from sklearn.covariance import OAS
+
+    X, y = np.random.default_rng(0).normal(size=(30, 3)), np.arange(30) % 2
+    with pytest.raises(ValueError, match=match):
+        latentlab.LinearDiscriminantAnalysis(covariance_estimator=OAS(), **params).fit(X, y)

@@ -1,8 +1,6 @@
-"""PLSRegression, PLSCanonical and PLSSVD against scikit-learn on the same data, in float64,
-and scikit-learn's own ``test_pls.py`` run against latentlab's classes."""
+"""PLSRegression, PLSCanonical and PLSSVD against scikit-learn on the same data, in float64
+(scikit-learn's own ``test_pls.py`` runs against them in tests/test_sklearn_suites.py)."""
 
-import importlib
-import inspect
 import warnings
 
 import numpy as np
@@ -12,7 +10,6 @@ from numpy.testing import assert_allclose
 from sklearn.datasets import load_linnerud
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import check_estimator
-from test_sklearn_suites import FIXTURES, _expand, _global_names, _is_estimator_class
 
 import latentlab
 
@@ -121,6 +118,39 @@ def test_max_iter_warns_and_matches_sklearn_iterates():
     assert list(ours.n_iter_) == [2, 2, 2]
 
 
+@pytest.mark.parametrize("cls", ["PLSRegression", "PLSCanonical"])
+def test_constant_target_with_scaling_fits_no_component_as_sklearn(cls):
+    # scale=True: the constant column's standard deviation 0 is taken as 1, so Y is
+    # zero after centring and no component covaries with it
+    y = np.full(len(X_SIM), -2.0)
+    with pytest.warns(UserWarning, match="y residual is constant at iteration 0"):
+        ours = getattr(latentlab, cls)(n_components=1).fit(X_SIM, y)
+    with pytest.warns(UserWarning, match="y residual is constant at iteration 0"):
+        theirs = getattr(skl, cls)(n_components=1).fit(X_SIM, y)
+    for name in ("x_weights_", "x_rotations_", "coef_"):
+        assert_allclose(getattr(ours, name), getattr(theirs, name), atol=1e-12)
+    assert_allclose(ours.x_rotations_, 0.0)
+    assert_allclose(ours.predict(X_SIM).ravel(), -2.0)
+
+
+def test_a_constant_target_column_among_others_equals_sklearn():
+    # the constant column is a zero column after centring (scale 1): the other two
+    # targets are fitted as without it, and its prediction is its constant
+    Y = np.c_[Y_SIM[:, :2], np.full(len(X_SIM), 5.0)]
+    ours = latentlab.PLSRegression(n_components=3).fit(X_SIM, Y)
+    theirs = skl.PLSRegression(n_components=3).fit(X_SIM, Y)
+    assert_allclose(ours.coef_, theirs.coef_, rtol=1e-8, atol=1e-12)
+    assert_allclose(ours.predict(X_SIM), theirs.predict(X_SIM), rtol=1e-8, atol=1e-10)
+    assert_allclose(ours.predict(X_SIM)[:, 2], 5.0)
+    svd = latentlab.PLSSVD(n_components=2).fit(X_SIM, Y)
+    assert_allclose(svd.y_weights_[2], 0.0, atol=1e-12)
+    assert_allclose(
+        np.abs(svd.x_weights_),
+        np.abs(skl.PLSSVD(n_components=2).fit(X_SIM, Y).x_weights_),
+        rtol=1e-8,
+    )
+
+
 def test_constant_target_without_scaling_stops_with_a_warning():
     # scikit-learn's behaviour: the y residual is zero from the start, no component
     y = np.full(len(X_SIM), 3.0)
@@ -140,8 +170,6 @@ def test_constant_target_without_scaling_stops_with_a_warning():
         ("PLSSVD", X_LIN, Y_LIN[:, :1], {"n_components": 2}, "n_components"),
         ("PLSRegression", np.r_[X_LIN[:-1], [[np.nan, 1, 2]]], Y_LIN, {}, "NaN"),
         ("PLSCanonical", X_LIN, np.r_[Y_LIN[:-1], [[np.nan, 1, 2]]], {}, "NaN"),
-        ("PLSRegression", X_LIN, np.ones(20), {}, "constant"),
-        ("PLSSVD", X_LIN, np.c_[Y_LIN[:, :2], np.ones(20)], {}, "constant"),
         ("PLSRegression", X_LIN, None, {}, "requires y"),
         ("PLSCanonical", X_LIN, Y_LIN, {"algorithm": "qr"}, "algorithm"),
         ("PLSRegression", X_LIN, Y_LIN, {"max_iter": 0}, "max_iter"),
@@ -168,92 +196,3 @@ def test_check_estimator(name):
         results = check_estimator(getattr(latentlab, name)(n_components=1), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert not failed, failed
-
-
-# -- scikit-learn's sklearn/cross_decomposition/tests/test_pls.py ------------------------
-# The cases for PLSRegression, PLSCanonical and PLSSVD, with those three module globals
-# replaced by latentlab's classes (CCA's cases run in tests/test_sklearn_suites.py).
-SUITE = "sklearn.cross_decomposition.tests.test_pls"
-OURS = ("PLSRegression", "PLSCanonical", "PLSSVD")
-CONSTANT_TARGET = (
-    "fits scale=True on a constant target column; latentlab rejects it with a ValueError "
-    "naming the column (a single class for PLS targets is bad input), "
-    "test_constant_target_without_scaling_stops_with_a_warning covers the scale=False case"
-)
-SUITE_EXCLUDED = {
-    "test_copy": (
-        "asserts that copy=False overwrites the caller's X in place (scikit-learn's "
-        "centring); latentlab accepts copy but never writes into its inputs"
-    ),
-    "test_sanity_check_pls_regression_constant_column_y": CONSTANT_TARGET,
-    "test_pls_constant_y": CONSTANT_TARGET,
-    "test_n_components_upper_bounds": (
-        "matches scikit-learn's exact message text; latentlab raises ValueError naming "
-        "n_components with its own (test_bad_input_raises_value_error_naming_the_problem)"
-    ),
-    "test_n_components_upper_PLSRegression": "as test_n_components_upper_bounds",
-    "test_convergence_fail": (
-        "matches scikit-learn's warning text 'Maximum number of iterations reached'; "
-        "latentlab warns ConvergenceWarning with its own (test_max_iter_warns_...)"
-    ),
-}
-
-
-# These read scikit-learn's private ``_x_scores``/``_y_scores``; they run on subclasses
-# (same class name) that map them to latentlab's public ``x_scores_``/``y_scores_``.
-READS_PRIVATE_SCORES = {
-    "test_pls_canonical_basics",
-    "test_sanity_check_pls_canonical",
-    "test_sanity_check_pls_canonical_random",
-}
-
-
-def _with_private_scores(cls):
-    return type(
-        cls.__name__,
-        (cls,),
-        {
-            "_x_scores": property(lambda self: self.x_scores_),
-            "_y_scores": property(lambda self: self.y_scores_),
-        },
-    )
-
-
-def _suite_cases():
-    module = importlib.import_module(SUITE)
-    theirs = {getattr(module, name) for name in OURS}
-    params = []
-    for func_name, func in vars(module).items():
-        if not func_name.startswith("test_") or not inspect.isfunction(func):
-            continue
-        names_ours = bool(set(OURS) & _global_names(func.__code__))
-        for kwargs, param_id, marks in _expand(func):
-            classes = [v for v in kwargs.values() if _is_estimator_class(v)]
-            if classes and not set(classes) & theirs:
-                continue  # a CCA case
-            if not classes and not names_ours:
-                continue  # a private helper's test
-            kwargs = {
-                k: getattr(latentlab, v.__name__) if v in theirs else v for k, v in kwargs.items()
-            }
-            test_id = f"{func_name}[{param_id}]" if param_id else func_name
-            if func_name in SUITE_EXCLUDED:
-                marks = marks + (pytest.mark.skip(reason=SUITE_EXCLUDED[func_name]),)
-            params.append(pytest.param(func_name, kwargs, id=test_id, marks=marks))
-    return params
-
-
-@pytest.mark.parametrize(("func_name", "kwargs"), _suite_cases())
-def test_sklearn_pls_suite(func_name, kwargs, monkeypatch):
-    module = importlib.import_module(SUITE)
-    for name in OURS:
-        ours = getattr(latentlab, name)
-        if func_name in READS_PRIVATE_SCORES:
-            ours = _with_private_scores(ours)
-        monkeypatch.setattr(module, name, ours)
-    func = getattr(module, func_name)
-    kwargs = dict(kwargs)
-    for arg in inspect.signature(func).parameters:
-        if arg not in kwargs:
-            kwargs[arg] = monkeypatch if arg == "monkeypatch" else FIXTURES[arg]
-    func(**kwargs)

@@ -156,3 +156,46 @@ def test_check_estimator(cls):
         results = check_estimator(getattr(latentlab, cls)(n_components=3), on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert set(failed) == set(RP_EXPECTED_FAILED_CHECKS), failed
+
+
+def test_inverse_transform_takes_its_own_sparse_projection():
+
+    X = sparse.random(30, 50, density=0.1, format="csr", random_state=1)
+    rp = latentlab.SparseRandomProjection(n_components=10, random_state=0).fit(X)
+    Z = rp.transform(X)
+    assert sparse.issparse(Z)
+    back = rp.inverse_transform(Z)
+    # the least-squares pre-image of the dense projection (closed form: Z pinv(R)^T)
+    R = rp.components_.toarray()
+    np.testing.assert_allclose(back, Z.toarray() @ np.linalg.pinv(R).T, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", ["GaussianRandomProjection", "SparseRandomProjection"])
+def test_auto_dimension_of_one_sample_is_refused(cls):
+    # the Johnson-Lindenstrauss dimension of one point is 4 ln(1) / ... = 0
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        getattr(latentlab, cls)().fit(np.ones((1, 30)))
+
+
+@pytest.mark.parametrize("cls", ["GaussianRandomProjection", "SparseRandomProjection"])
+def test_float32_input_keeps_float32(cls):
+    X = np.random.default_rng(0).random((20, 400))
+    rp64 = getattr(latentlab, cls)(n_components=30, random_state=0).fit(X)
+    rp32 = getattr(latentlab, cls)(n_components=30, random_state=0).fit(X.astype(np.float32))
+    Z32 = rp32.transform(X.astype(np.float32))
+    assert rp32.components_.dtype == np.float32 and Z32.dtype == np.float32
+    assert rp64.components_.dtype == np.float64 and rp64.transform(X).dtype == np.float64
+    # the same matrix rounded once: the projections agree to float32's precision
+    R32 = rp32.components_.toarray() if cls.startswith("Sparse") else rp32.components_
+    R64 = rp64.components_.toarray() if cls.startswith("Sparse") else rp64.components_
+    np.testing.assert_array_equal(R32, R64.astype(np.float32))
+    np.testing.assert_allclose(Z32, rp64.transform(X), rtol=2e-6, atol=1e-6)
+
+
+def test_gaussian_projection_of_sparse_x_equals_the_dense_product():
+    X = sparse.random(40, 300, density=0.05, format="csr", random_state=3)
+    rp = latentlab.GaussianRandomProjection(n_components=20, random_state=0).fit(X)
+    Z = rp.transform(X)
+    assert isinstance(Z, np.ndarray)
+    np.testing.assert_allclose(Z, X.toarray() @ rp.components_.T, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(Z, rp.transform(X.toarray()), rtol=1e-10, atol=1e-12)

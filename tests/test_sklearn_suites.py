@@ -1,67 +1,42 @@
 """scikit-learn's own unit tests for PCA, KernelPCA, FactorAnalysis, GaussianMixture and
-CCA, run against latentlab's classes.
+the cross-decomposition classes (CCA, PLSRegression, PLSCanonical, PLSSVD), run against
+latentlab's classes by the harness in ``tests/_sklearn_suites.py`` (its docstring
+explains SUITES, EXCLUDED, KEPT_PARAMS and REPEATS).  The other suites are in
+``tests/test_sklearn_suites_*.py``, one file per pytest-xdist worker.
 
-The test modules ship inside the installed scikit-learn package; nothing is copied here.
-Each module is imported, its ``test_*`` functions are expanded over their own
-``pytest.mark.parametrize`` grids, and every case runs with the module's global name for
-the class under test (``PCA``, ``KernelPCA``, ...) replaced by latentlab's class, and
-parameter values that are scikit-learn's class replaced by ours. The assertions are
-scikit-learn's, untouched.
-
-Only cases that exercise the class under test are generated: for a grid over estimator
-classes (``test_pls.py`` runs CCA, PLSCanonical, PLSRegression and PLSSVD through one
-function) only the cases with that class, otherwise the functions that name the class.
-Cases that cannot be a fair comparison, or exercise a feature latentlab does not have
-yet, are listed in ``EXCLUDED`` with the reason and are reported as skipped.  To keep
-this file's time near half a minute (XLA compiles dominate it), cases that only repeat
-another's behaviour -- a seed, a size, a container class -- are skipped as "repeat of"
-it: ``KEPT_PARAMS`` names the parametrisations of a grid that run, ``REPEATS`` whole
-functions covered elsewhere.
-
-scikit-learn's conftest fixtures are given their scikit-learn defaults:
-``global_random_seed`` = 42 and ``global_dtype`` = float64 (scikit-learn runs more seeds
-and float32 only when asked to through environment variables).
+To keep this file's time near half a minute (XLA compiles dominate it), cases that only
+repeat another's behaviour -- a seed, a size, a container class -- are skipped as
+"repeat of" it.
 """
 
-import importlib
-import inspect
-import itertools
-from typing import Any, NamedTuple
-
-import numpy as np
-import pytest
-from sklearn.base import BaseEstimator
+from _sklearn_suites import ARRAY_API, MESSAGE, PRIVATE, SLOW, Adapt, Suite, suite_tests
 
 import latentlab
 
-# key -> (installed test module, global name of the class under test, latentlab's class)
 SUITES = {
-    "pca": ("sklearn.decomposition.tests.test_pca", "PCA", latentlab.PCA),
-    "fa": (
+    "pca": Suite("sklearn.decomposition.tests.test_pca", {"PCA": latentlab.PCA}),
+    "fa": Suite(
         "sklearn.decomposition.tests.test_factor_analysis",
-        "FactorAnalysis",
-        latentlab.FactorAnalysis,
+        {"FactorAnalysis": latentlab.FactorAnalysis},
     ),
-    "kpca": ("sklearn.decomposition.tests.test_kernel_pca", "KernelPCA", latentlab.KernelPCA),
-    "gmm": (
+    "kpca": Suite(
+        "sklearn.decomposition.tests.test_kernel_pca", {"KernelPCA": latentlab.KernelPCA}
+    ),
+    "gmm": Suite(
         "sklearn.mixture.tests.test_gaussian_mixture",
-        "GaussianMixture",
-        latentlab.GaussianMixture,
+        {"GaussianMixture": latentlab.GaussianMixture},
     ),
-    "cca": ("sklearn.cross_decomposition.tests.test_pls", "CCA", latentlab.CCA),
+    "pls": Suite(
+        "sklearn.cross_decomposition.tests.test_pls",
+        {
+            "CCA": latentlab.CCA,
+            "PLSRegression": latentlab.PLSRegression,
+            "PLSCanonical": latentlab.PLSCanonical,
+            "PLSSVD": latentlab.PLSSVD,
+        },
+    ),
 }
 
-# scikit-learn's conftest fixtures, at scikit-learn's defaults.
-FIXTURES = {"global_random_seed": 42, "global_dtype": np.float64}
-
-
-# Why a case is not run, by category.
-ARRAY_API = "array API namespaces (torch, cupy, array-api-strict): latentlab computes in JAX"
-PRIVATE = "reads or patches scikit-learn private internals of the class"
-MESSAGE = (
-    "matches scikit-learn's exact message text; latentlab raises ValueError/warns with its own"
-)
-SLOW = "kept out to hold this file near a minute: {} (cold XLA compiles)"
 WHITENED_SCORE = (
     "last assertion: whitened score < unwhitened score. scikit-learn's get_covariance "
     "rescales the components by sqrt(explained_variance_) when whiten=True and then "
@@ -96,7 +71,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "from inverting it, latentlab raises a ValueError naming it (DESIGN 7). The first "
         "half (n_components == n_features) passes"
     ),
-    # -- FactorAnalysis (latentlab/estimators/factor_analysis.py)
     # -- FactorAnalysis (latentlab/estimators/factor_analysis.py)
     ("fa", "test_factor_analysis"): (
         "fits 3 factors to 5 features (and later 5 to 5): past the Ledermann bound (2 for "
@@ -136,21 +110,26 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "parameters)"
     ),
     # -- CCA (test_pls.py)
-    ("cca", "test_copy"): (
+    ("pls", "test_copy"): (
         "asserts that copy=False overwrites the caller's X in place (scikit-learn's centring); "
         "latentlab accepts copy but never writes into its inputs"
     ),
-    ("cca", "test_scale_and_stability[X1-y1-CCA]"): (
+    ("pls", "test_scale_and_stability[X1-y1-CCA]"): (
         "singular X covariance; unregularized CCA is rejected there (DESIGN 9: set reg > 0)"
     ),
-    ("cca", "test_scale_and_stability[X2-y2-CCA]"): (
+    ("pls", "test_scale_and_stability[X2-y2-CCA]"): (
         "n_features_x + n_features_y >= n_samples - 1: unregularized CCA is degenerate and "
         "rejected (DESIGN 9: set reg > 0)"
     ),
-    ("cca", "test_scale_and_stability[X3-y3-CCA]"): "as X2-y2: degenerate unregularized CCA",
-    ("cca", "test_scale_and_stability[X4-y4-CCA]"): "as X2-y2: degenerate unregularized CCA",
-    ("cca", "test_n_components_upper_bounds"): MESSAGE,
-    ("cca", "test_loadings_converges"): (
+    ("pls", "test_scale_and_stability[X3-y3-CCA]"): "as X2-y2: degenerate unregularized CCA",
+    ("pls", "test_scale_and_stability[X4-y4-CCA]"): "as X2-y2: degenerate unregularized CCA",
+    ("pls", "test_n_components_upper_bounds"): MESSAGE,
+    ("pls", "test_n_components_upper_PLSRegression"): MESSAGE,
+    ("pls", "test_convergence_fail"): (
+        MESSAGE + " ('Maximum number of iterations reached'; latentlab warns "
+        "ConvergenceWarning naming max_iter, tests/test_pls.py)"
+    ),
+    ("pls", "test_loadings_converges"): (
         "max_iter and ConvergenceWarning of scikit-learn's NIPALS iteration; latentlab's CCA "
         "is closed form"
     ),
@@ -232,141 +211,32 @@ REPEATS: dict[tuple[str, str], str] = {
 }
 
 
-def _excluded(suite, test_id, func_name):
-    for (key, pattern), reason in EXCLUDED.items():
-        if key != suite:
-            continue
-        if pattern in (test_id, func_name) or (
-            pattern.endswith("*") and test_id.startswith(pattern[:-1])
-        ):
-            return reason
-    for (key, pattern), reason in REPEATS.items():
-        if key == suite and pattern in (test_id, func_name):
-            return reason
-    kept = KEPT_PARAMS.get((suite, func_name))
-    if kept is not None and test_id != func_name:
-        ids, varies = kept
-        if test_id[len(func_name) + 1 : -1] not in ids:
-            return f"repeat of {func_name}[{' | '.join(ids)}]: only varies {varies}"
-    return None
+def _with_private_scores(cls):
+    """``cls`` with scikit-learn's private ``_x_scores``/``_y_scores`` read from
+    latentlab's public ``x_scores_``/``y_scores_`` (the same training scores)."""
+    return type(
+        cls.__name__,
+        (cls,),
+        {
+            "_x_scores": property(lambda self: self.x_scores_),
+            "_y_scores": property(lambda self: self.y_scores_),
+        },
+    )
 
 
-class Case(NamedTuple):
-    suite: str
-    name: str
-    kwargs: dict[str, Any]
+PRIVATE_SCORES = tuple(
+    Adapt(name, _with_private_scores, "reads the private _x_scores/_y_scores")
+    for name in ("PLSRegression", "PLSCanonical", "PLSSVD")
+)
+ADAPTED = {
+    ("pls", name): PRIVATE_SCORES
+    for name in (
+        "test_pls_canonical_basics",
+        "test_sanity_check_pls_canonical",
+        "test_sanity_check_pls_canonical_random",
+    )
+}
 
-
-def _value_id(value, argname, index):
-    # pytest's own rule for ids of values it cannot print.
-    if value is None or isinstance(value, (str, int, float, bool, complex)):
-        return str(value)
-    if inspect.isclass(value) or inspect.isfunction(value):
-        return value.__name__
-    return f"{argname}{index}"
-
-
-def _grid(mark):
-    """The cases of one parametrize mark: list of (kwargs, id, marks)."""
-    argnames = mark.args[0]
-    if isinstance(argnames, str):
-        argnames = [a.strip() for a in argnames.split(",") if a.strip()]
-    values = list(mark.args[1])
-    ids = mark.kwargs.get("ids")
-    cases = []
-    for index, value in enumerate(values):
-        marks, explicit_id = (), None
-        if isinstance(value, type(pytest.param(None))):
-            marks, explicit_id, value = value.marks, value.id, value.values
-        elif len(argnames) == 1:
-            value = (value,)
-        if explicit_id is None and ids is not None:
-            if callable(ids):
-                explicit_id = ids(value[0]) if len(argnames) == 1 else None
-            else:
-                explicit_id = ids[index]
-        if explicit_id is None:
-            explicit_id = "-".join(
-                _value_id(v, a, index) for a, v in zip(argnames, value, strict=True)
-            )
-        cases.append((dict(zip(argnames, value, strict=True)), str(explicit_id), tuple(marks)))
-    return cases
-
-
-def _expand(func):
-    """All parametrized cases of one test function: (kwargs, id, marks)."""
-    grids = [_grid(m) for m in getattr(func, "pytestmark", []) if m.name == "parametrize"]
-    other = tuple(m for m in getattr(func, "pytestmark", []) if m.name != "parametrize")
-    if not grids:
-        return [({}, "", other)]
-    out = []
-    for combo in itertools.product(*grids):
-        kwargs = {k: v for kw, _, _ in combo for k, v in kw.items()}
-        marks = other + tuple(m for _, _, ms in combo for m in ms)
-        out.append((kwargs, "-".join(i for _, i, _ in combo), marks))
-    return out
-
-
-def _is_estimator_class(value):
-    return inspect.isclass(value) and issubclass(value, BaseEstimator)
-
-
-def _cases():
-    params = []
-    for suite, (module_name, name, ours) in SUITES.items():
-        module = importlib.import_module(module_name)
-        theirs = getattr(module, name)
-        for func_name, func in vars(module).items():
-            if not func_name.startswith("test_") or not inspect.isfunction(func):
-                continue
-            names_class = name in _global_names(func.__code__)
-            for kwargs, param_id, marks in _expand(func):
-                classes = [v for v in kwargs.values() if _is_estimator_class(v)]
-                if classes:
-                    if theirs not in classes:
-                        continue  # a case for another estimator (PLS*, PCA in kPCA's module)
-                elif not names_class:
-                    continue  # a test of a private helper: no class under test
-                kwargs = {k: ours if v is theirs else v for k, v in kwargs.items()}
-                test_id = f"{func_name}[{param_id}]" if param_id else func_name
-                reason = _excluded(suite, test_id, func_name)
-                if reason:
-                    marks = marks + (pytest.mark.skip(reason=reason),)
-                params.append(
-                    pytest.param(
-                        Case(suite, func_name, kwargs), id=f"{suite}::{test_id}", marks=marks
-                    )
-                )
-    return params
-
-
-def _global_names(code):
-    """Global names a function reads, including those of nested functions/comprehensions."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _global_names(const)
-    return names
-
-
-@pytest.mark.parametrize("case", _cases())
-def test_sklearn_suite(case, monkeypatch):
-    module_name, name, ours = SUITES[case.suite]
-    module = importlib.import_module(module_name)
-    monkeypatch.setattr(module, name, ours)
-    func = getattr(module, case.name)
-    kwargs = dict(case.kwargs)
-    for arg in inspect.signature(func).parameters:
-        if arg in kwargs:
-            continue
-        kwargs[arg] = monkeypatch if arg == "monkeypatch" else FIXTURES[arg]
-    func(**kwargs)
-
-
-def test_kept_params_name_existing_cases():
-    # a kept id that no longer exists (scikit-learn renamed a parameter value) would
-    # silently skip the whole grid
-    ids = {p.id for p in _cases()}
-    for (suite, name), (kept, _) in KEPT_PARAMS.items():
-        for param_id in kept:
-            assert f"{suite}::{name}[{param_id}]" in ids, (suite, name, param_id)
+test_sklearn_suite, test_tables_name_existing_cases = suite_tests(
+    SUITES, EXCLUDED, KEPT_PARAMS, REPEATS, ADAPTED
+)

@@ -53,22 +53,28 @@ def _lance_williams(method, D, a, b, size):
     return ((na + size) * D[a] + (nb + size) * D[b] - size * D[a, b]) / (na + nb + size)
 
 
-def linkage_matrix(X: np.ndarray, method: str) -> np.ndarray:
+def linkage_matrix(X: np.ndarray, method: str, distances: np.ndarray | None = None) -> np.ndarray:
     """The hierarchy of the rows of X as SciPy's linkage matrix (n-1, 4): the two
     merged cluster ids (smaller first), the merge height and the merged size.
 
     Heights are Euclidean distances; for ward, the Ward distance
-    ``sqrt(2 na nb / (na + nb)) * |mean_a - mean_b|`` as SciPy reports it.
+    ``sqrt(2 na nb / (na + nb)) * |mean_a - mean_b|`` as SciPy reports it.  Given
+    ``distances`` (n, n), symmetric with a zero diagonal (any dissimilarity: another
+    metric, or precomputed), "single", "complete" and "average" merge on those instead
+    of X's Euclidean distances (all three are reducible, so the nearest-neighbour chain
+    finds their hierarchy); ward needs Euclidean distances.
     """
     if method not in LINKAGES:
         raise ValueError(f"Unknown linkage={method!r}; expected one of {LINKAGES}")
     n = X.shape[0]
-    if method == "single":
+    if method == "single" and distances is None:
         with jax.enable_x64(True):
             X64 = jnp.asarray(X, jnp.float64)
             zero = jnp.zeros((), jnp.float64)  # see _squared_norms
             return np.asarray(_single_linkage.for_work(n * n * X.shape[1])(X64, zero))
-    D = pairwise_distances(X)
+    if distances is not None and method == "ward":
+        raise ValueError("ward linkage merges on Euclidean distances only")
+    D = pairwise_distances(X) if distances is None else np.array(distances, dtype=np.float64)
     if method == "ward":
         D *= D
     np.fill_diagonal(D, np.inf)

@@ -44,6 +44,7 @@ __all__ = [
     "contrast",
     "fixed_point_terms",
     "fastica",
+    "host_contrast",
     "row_blocks",
     "ica_deflation",
     "ica_parallel",
@@ -93,6 +94,26 @@ def contrast(fun: str | Callable) -> Callable:
         return gu, (jnp.mean(dg, axis=-1) if dg.shape == u.shape else dg)
 
     return g
+
+
+def host_contrast(fun: Callable, fun_args: dict) -> Callable:
+    """A user contrast written with NumPy (not JAX-traceable) as a traceable one with
+    the same signature, for :func:`contrast`: ``fun`` runs on the host through
+    ``jax.pure_callback`` with the given concrete ``fun_args`` (the traced ones are
+    ignored).  The output shapes are found by calling ``fun`` on zeros of the input's
+    shape once, at trace time."""
+    import numpy as np
+
+    def host(u):
+        gu, dg = fun(np.asarray(u), **fun_args)
+        return np.asarray(gu, dtype=u.dtype), np.asarray(dg, dtype=u.dtype)
+
+    def wrapped(u, **_traced_args):
+        gu, dg = host(np.zeros(u.shape, u.dtype))
+        shapes = (jax.ShapeDtypeStruct(gu.shape, u.dtype), jax.ShapeDtypeStruct(dg.shape, u.dtype))
+        return jax.pure_callback(host, shapes, u, vmap_method="sequential")
+
+    return wrapped
 
 
 def symmetric_decorrelation(W):

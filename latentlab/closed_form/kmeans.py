@@ -242,10 +242,15 @@ def _row_parts(n: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) -> KMeansResult:
+def lloyd(
+    X, centers, max_iter: int, tol, *, sample_weight=None, active=None, relocate=False
+) -> KMeansResult:
     """Lloyd's iterations from ``centers``; ``tol`` is an absolute bound on the summed
-    squared centre shift.  Centres are (weighted) means of their rows; an empty
-    cluster, and every centre that ``active`` marks as padding, stays where it is.
+    squared centre shift.  Centres are (weighted) means of their rows; every centre
+    that ``active`` marks as padding stays where it is, and so does an empty cluster
+    unless ``relocate``: then, as in scikit-learn's Lloyd, the empty clusters (in index
+    order) are moved onto the rows farthest from their own centres (farthest first),
+    each taken out of its old cluster's sum (:func:`_relocate_empty`).
 
     The labels are those of the plain algorithm (argmin of the computed squared
     distances), found with Hamerly's (2010) bounds: each row keeps an upper bound on
@@ -401,7 +406,12 @@ def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) ->
             )
         sums = sum(part[3] for part in part_states)
         counts = sum(part[4] for part in part_states)
-        new = jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1.0)[:, None], centers)
+        if relocate:
+            sums, counts = _relocate_empty(X, w, centers, sums, counts, active)
+        # (a cluster's weight may be below 1: fractional sample weights)
+        new = jnp.where(
+            counts[:, None] > 0, sums / jnp.where(counts > 0, counts, 1.0)[:, None], centers
+        )
         moved = jnp.sqrt(jnp.sum((new - centers) ** 2, axis=1)) * (1.0 + margin)
         if n >= PRUNE_MIN_ROWS:
             part_states = tuple(
@@ -446,6 +456,39 @@ def lloyd(X, centers, max_iter: int, tol, *, sample_weight=None, active=None) ->
     return KMeansResult(centers, labels, w @ d2, n_iter)
 
 
+def _relocate_empty(X, w, centers, sums, counts, active):
+    """Cluster (sums, weights) with each empty cluster (weight 0) given one of the rows
+    farthest from their centres among ``centers`` -- the largest squared distance
+    first, as scikit-learn's ``_relocate_empty_clusters`` -- and that row's weighted
+    value taken out of its old cluster.  Skipped (one branch) when no cluster is
+    empty, and, as scikit-learn's, when every row lies on its centre (duplicates)."""
+    k = centers.shape[0]
+    empty = counts == 0
+    if active is not None:
+        empty = empty & active
+
+    def move(state):
+        sums, counts = state
+        labels, _ = _assign(X, jnp.sum(X * X, axis=1), centers, active)
+        d2 = jnp.sum((X - centers[labels]) ** 2, axis=1)  # as scikit-learn: exact
+        _, far = jax.lax.top_k(d2, min(k, X.shape[0]))
+        targets = jnp.argsort(~empty, stable=True)  # the empty clusters first, in order
+
+        def one(j, state):
+            sums, counts = state
+            row, cluster = far[j], targets[j]
+            value = X[row] * w[row]
+            sums = sums.at[labels[row]].add(-value).at[cluster].set(value)
+            counts = counts.at[labels[row]].add(-w[row]).at[cluster].set(w[row])
+            return sums, counts
+
+        # every row on its centre (more clusters than distinct rows): nothing to move
+        moves = jnp.where(jnp.max(d2) > 0, jnp.sum(empty), 0)
+        return jax.lax.fori_loop(0, moves, one, (sums, counts))
+
+    return jax.lax.cond(jnp.any(empty), move, lambda state: state, (sums, counts))
+
+
 def _tolerance(X, sample_weight, tol):
     """``tol`` times the mean (weighted) feature variance, scikit-learn's scale."""
     if sample_weight is None:
@@ -467,11 +510,13 @@ def best_of_runs(
     active=None,
     n_local_trials: int | None = None,
     uniforms=None,
+    relocate: bool = False,
 ) -> KMeansResult:
     """One seeded k-means run per key in ``keys`` (n_runs, 2) -- or, for k-means++
     seeds, per row of ``uniforms`` (n_runs, m), then ``keys`` is not used -- the lowest
     inertia kept; ``tol`` relative as in :func:`kmeans`, ``active``,
-    ``n_local_trials`` and ``uniforms`` as in :func:`kmeans_plusplus_indices`."""
+    ``n_local_trials`` and ``uniforms`` as in :func:`kmeans_plusplus_indices`,
+    ``relocate`` as in :func:`lloyd`."""
     tol = _tolerance(X, sample_weight, tol)
     weighting = dict(sample_weight=sample_weight, active=active)
 
@@ -484,7 +529,7 @@ def best_of_runs(
             )
         else:
             start = kmeans_plusplus(X, draws, n_clusters, n_local_trials, **weighting)
-        return lloyd(X, start, max_iter, tol, **weighting)
+        return lloyd(X, start, max_iter, tol, relocate=relocate, **weighting)
 
     # lax.map, not vmap: a batched while_loop runs every restart as long as the slowest
     # one (n_init x max iterations); in sequence each stops at its own convergence
@@ -493,7 +538,7 @@ def best_of_runs(
     return jax.tree_util.tree_map(lambda a: a[best], runs)
 
 
-@program(static_argnames=("n_clusters", "n_init", "max_iter", "seeding"))
+@program(static_argnames=("n_clusters", "n_init", "max_iter", "seeding", "relocate"))
 def kmeans(
     X,
     key,
@@ -506,16 +551,19 @@ def kmeans(
     seeding: str = "k-means++",
     sample_weight=None,
     uniforms=None,
+    relocate: bool = False,
 ) -> KMeansResult:
     """k-means with ``n_init`` restarts (one after another) seeded by ``seeding``
     ("k-means++" or "random"), keeping the lowest inertia; ``init`` (k, d) replaces
     the seeding (one run).  ``tol`` is relative to the mean feature variance of X, as
     in scikit-learn; ``sample_weight`` (n,) weighs the rows.  ``uniforms`` (n_init,
     :func:`plusplus_uniforms_size`): the k-means++ draws of each restart, instead of
-    draws from ``key`` (which differ between float32 and float64)."""
+    draws from ``key`` (which differ between float32 and float64).  ``relocate``: move
+    empty clusters onto far rows (:func:`lloyd`)."""
     if init is not None:
         tol = _tolerance(X, sample_weight, tol)
-        return lloyd(X, jnp.asarray(init, X.dtype), max_iter, tol, sample_weight=sample_weight)
+        start = jnp.asarray(init, X.dtype)
+        return lloyd(X, start, max_iter, tol, sample_weight=sample_weight, relocate=relocate)
     return best_of_runs(
         X,
         jax.random.split(key, n_init),
@@ -525,6 +573,7 @@ def kmeans(
         seeding=seeding,
         sample_weight=sample_weight,
         uniforms=uniforms,
+        relocate=relocate,
     )
 
 

@@ -352,12 +352,20 @@ def _total_covariance(pooled, means, counts):
     return 0.5 * (St + St.T)
 
 
+@program(static_argnames=("solver",))
+def fit_lda_covariances(means, counts, Sw, St, priors, *, solver: str):
+    """The "eigen" or "lsqr" fit from given covariances: ``Sw`` the prior-weighted
+    within-class covariance and, for "eigen", ``St`` the total covariance (both from a
+    user's covariance estimator, as scikit-learn's ``covariance_estimator``)."""
+    return _discriminants(means, counts, priors, None, Sw, None, 0.0, solver, "none", St=St)
+
+
 def _discriminants(
-    means, counts, priors, pooled, Sw, fourth_total, shrinkage, solver, shrinkage_mode
+    means, counts, priors, pooled, Sw, fourth_total, shrinkage, solver, shrinkage_mode, St=None
 ) -> LDAFit:
     """The "lsqr" classifier or the "eigen" directions from the (shrunk) within-class
     covariance Sw; ``pooled`` (unshrunk) and ``fourth_total`` feed the total
-    covariance that "eigen" shrinks as scikit-learn does."""
+    covariance that "eigen" shrinks as scikit-learn does, unless ``St`` gives it."""
     d = means.shape[1]
     dtype = means.dtype
     xbar = priors @ means
@@ -380,13 +388,14 @@ def _discriminants(
         )
 
     # "eigen": S_b w = lambda S_w w with S_b = S_t - S_w, by Cholesky S_w = L L^T
-    St = _shrink(
-        _total_covariance(pooled, means, counts),
-        fourth_total,
-        jnp.sum(counts),
-        shrinkage_mode,
-        shrinkage,
-    )
+    if St is None:
+        St = _shrink(
+            _total_covariance(pooled, means, counts),
+            fourth_total,
+            jnp.sum(counts),
+            shrinkage_mode,
+            shrinkage,
+        )
     Sb = St - Sw
     L = jax.lax.linalg.cholesky(Sw)
     # singular S_w: Cholesky fails (NaN) or, as round-off goes, leaves a pivot of the

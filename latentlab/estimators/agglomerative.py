@@ -6,17 +6,34 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import ClusterMixin
 
-from latentlab._settings import Integer, Options, Real
+from latentlab._settings import Callable, Integer, Options, Real
 from latentlab._validation import check_data
 from latentlab.closed_form import agglomerative as cf
 from latentlab.estimators.base import LatentEstimator
 
 __all__ = ["AgglomerativeClustering"]
 
+# metric names (scikit-learn's pairwise_distances computes all but "precomputed")
+METRICS = (
+    "euclidean",
+    "l2",
+    "l1",
+    "manhattan",
+    "cityblock",
+    "cosine",
+    "chebyshev",
+    "minkowski",
+    "sqeuclidean",
+    "canberra",
+    "braycurtis",
+    "correlation",
+    "precomputed",
+)
+
 
 class AgglomerativeClustering(ClusterMixin, LatentEstimator):
     """Agglomerative clustering with single, complete, average or Ward linkage on
-    Euclidean distances.
+    Euclidean distances (or, but for Ward, another ``metric``).
 
     The whole tree is built by the nearest-neighbour chain with Lance-Williams
     updates (O(n^2) time and memory), then cut into ``n_clusters`` clusters, or where
@@ -35,6 +52,14 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
     linkage : {"ward", "complete", "average", "single"}, default="ward"
         Ward merges the pair that least increases the within-cluster sum of squares;
         its heights are ``sqrt(2 na nb / (na + nb)) |mean_a - mean_b|`` (SciPy's).
+    metric : str or callable, default="euclidean"
+        The dissimilarity that "complete", "average" and "single" linkages merge on:
+        "euclidean" (or "l2"), "manhattan" (or "l1", "cityblock"), "cosine",
+        "chebyshev", "minkowski", "sqeuclidean", "canberra", "braycurtis",
+        "correlation" (by :func:`sklearn.metrics.pairwise_distances`), a callable on
+        two rows, or
+        "precomputed" (then X is the (n_samples, n_samples) dissimilarity matrix:
+        symmetric, non-negative, zero diagonal).  Ward needs "euclidean".
     distance_threshold : float or None, default=None
         Merges at heights at least this are not made; needs ``n_clusters=None``.
 
@@ -63,13 +88,45 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
     _settings = {
         "n_clusters": Integer(1, None) | None,  # at most n_samples: checked with the data
         "linkage": Options(*cf.LINKAGES),
+        "metric": Options(*METRICS) | Callable(),
         "distance_threshold": Real(0, None, finite=True) | None,
     }
 
-    def __init__(self, n_clusters=2, *, linkage="ward", distance_threshold=None):
+    def __init__(
+        self, n_clusters=2, *, metric="euclidean", linkage="ward", distance_threshold=None
+    ):
         self.n_clusters = n_clusters
+        self.metric = metric
         self.linkage = linkage
         self.distance_threshold = distance_threshold
+
+    def _distances(self, X):
+        """None (X's Euclidean distances), or the (n, n) dissimilarities of ``metric``."""
+        metric = self.metric
+        if isinstance(metric, str) and metric in ("euclidean", "l2"):
+            return None
+        if self.linkage == "ward":
+            raise ValueError(
+                f"linkage='ward' merges on Euclidean distances only; got metric={metric!r} "
+                "(use linkage 'complete', 'average' or 'single')"
+            )
+        if isinstance(metric, str) and metric == "precomputed":
+            if X.shape[0] != X.shape[1]:
+                raise ValueError(
+                    f"metric='precomputed' needs a square (n_samples, n_samples) distance "
+                    f"matrix, got X of shape {X.shape}"
+                )
+            if np.any(X < 0) or not np.allclose(X, X.T) or np.any(np.diag(X) != 0):
+                raise ValueError(
+                    "metric='precomputed': X must be symmetric and non-negative with a zero "
+                    "diagonal (a distance matrix)"
+                )
+            return X
+        from sklearn.metrics import pairwise_distances
+
+        D = pairwise_distances(X, metric=metric)
+        np.fill_diagonal(D, 0.0)
+        return 0.5 * (D + D.T)
 
     def _check_settings(self, n_samples):
         k, threshold = self.n_clusters, self.distance_threshold
@@ -89,8 +146,9 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n = X.shape[0]
         k, threshold = self._check_settings(n)
+        D = self._distances(X)
         with self._precision():  # single linkage compiles: float64, the compile cache
-            Z = cf.linkage_matrix(X, self.linkage)
+            Z = cf.linkage_matrix(X, self.linkage, D)
         self.children_ = Z[:, :2].astype(np.int64)
         self.distances_ = Z[:, 2].copy()
         if threshold is not None:

@@ -3,9 +3,11 @@ compiled program per fit (:mod:`latentlab.closed_form.ica`)."""
 
 from __future__ import annotations
 
+import functools
 import numbers
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -37,6 +39,14 @@ from latentlab.estimators.base import (
     check_finite_fit,
     to_numpy,
     warn_not_converged,
+)
+
+# what tracing a contrast that calls NumPy on JAX's traced arrays raises
+NOT_TRACEABLE = (
+    jax.errors.TracerArrayConversionError,
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
 )
 
 __all__ = ["FastICA"]
@@ -71,8 +81,10 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
     fun : {"logcosh", "exp", "cube"} or callable, default="logcosh"
         The derivative g of the contrast: ``tanh(alpha u)``, ``u exp(-u^2/2)``, ``u^3``.
         A callable ``fun(u, **fun_args)`` returns ``(g(u), g'(u))`` with ``g'`` averaged
-        over the last axis (or per element); it must be JAX-traceable (``jax.numpy``,
-        not ``numpy``).
+        over the last axis (or per element).  A JAX-traceable one runs in the compiled
+        iteration; one that needs NumPy arrays (``np.tanh``, ...) is called on the host
+        at each fixed-point step (slower; scikit-learn's results), and one that fails
+        on both raises a ValueError.
     fun_args : dict or None, default=None
         Numbers passed to ``fun``; ``{"alpha": a}`` with ``1 <= a <= 2`` for logcosh.
     max_iter : int, default=200
@@ -208,7 +220,8 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         whiten, k, max_iter, tol, w_init = self._check_settings(*X.shape)
         with self._precision():
-            fit = call(
+            run = functools.partial(
+                call,
                 ica.fastica,
                 X.size * k,
                 to_device(X),
@@ -219,9 +232,23 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
                 n_components=k,
                 algorithm=self.algorithm,
                 whiten=whiten,
-                fun=self.fun,
                 whiten_solver=self.whiten_solver,
             )
+            try:
+                fit = run(fun=self.fun)
+            except NOT_TRACEABLE as err:
+                if not callable(self.fun):
+                    raise
+                # a NumPy contrast: run on the host, once per fixed-point step
+                host = ica.host_contrast(self.fun, dict(self.fun_args or {}))
+                try:
+                    fit = run(fun=host)
+                except Exception as host_err:
+                    raise ValueError(
+                        f"fun={self.fun!r} is not JAX-traceable ({type(err).__name__}) and "
+                        f"failed on NumPy arrays too: {host_err}; it must map an array u to "
+                        "(g(u), g'(u))"
+                    ) from host_err
             self.components_ = to_numpy(fit.components)
             self.mixing_ = to_numpy(fit.mixing)
             if whiten:

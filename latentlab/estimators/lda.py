@@ -3,22 +3,37 @@ a supervised projection."""
 
 from __future__ import annotations
 
+import abc
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
 from scipy.special import expit, log_expit, log_softmax
-from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    clone,
+)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from latentlab._settings import ArrayLike, Boolean, Dtype, Integer, Options, Real
+from latentlab._settings import ArrayLike, Boolean, Dtype, InstanceOf, Integer, Options, Real
 from latentlab._validation import check_data, check_n_components
 from latentlab.closed_form import lda as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LATENTLAB_FILES, LatentEstimator, check_finite_fit, to_numpy
 
 __all__ = ["LinearDiscriminantAnalysis"]
+
+
+class _CovarianceEstimator(abc.ABC):  # noqa: B024 (only an isinstance test)
+    """isinstance(obj, _CovarianceEstimator): obj's class has a ``fit`` method (a
+    scikit-learn covariance estimator or any object fitted the same way)."""
+
+    @classmethod
+    def __subclasshook__(cls, C):
+        return True if callable(getattr(C, "fit", None)) else NotImplemented
 
 
 class LinearDiscriminantAnalysis(
@@ -49,6 +64,14 @@ class LinearDiscriminantAnalysis(
     priors : array of shape (n_classes,) or None, default=None
         Class priors; None takes the class frequencies.  Priors that do not sum to one
         are renormalised with a warning.
+    covariance_estimator : scikit-learn covariance estimator or None, default=None
+        For "eigen" and "lsqr" (refused with "svd" and with ``shrinkage``): each class
+        covariance is the ``covariance_`` of a clone of it fitted to the class's rows
+        (on the host), weighted by the priors; "eigen" also takes the total
+        covariance from it on all of X.  A scikit-learn estimator with ``fit`` and a ``covariance_``
+        attribute (``sklearn.covariance.OAS()``, ``LedoitWolf()``, ...; or any object
+        with a ``fit`` method setting ``covariance_``).  None: the empirical
+        covariances, shrunk as ``shrinkage`` says.
     n_components : int or None, default=None
         Dimension of ``transform``'s output, ``1 <= n_components <= min(n_classes - 1,
         n_features)``; None keeps that maximum.
@@ -105,6 +128,8 @@ class LinearDiscriminantAnalysis(
         "shrinkage": Real(0, 1, verb="lie") | None | "auto",
         "priors": ArrayLike() | None,
         "n_components": Integer() | None,  # its range depends on the data
+        "covariance_estimator": None
+        | InstanceOf(_CovarianceEstimator, "a covariance estimator (with fit)"),
         "store_covariance": Boolean(),
         "tol": Real(0, None),
         "dtype": Dtype(),
@@ -118,8 +143,10 @@ class LinearDiscriminantAnalysis(
         n_components=None,
         store_covariance=False,
         tol=1e-4,
+        covariance_estimator=None,
         dtype="float64",
     ):
+        self.covariance_estimator = covariance_estimator
         self.solver = solver
         self.shrinkage = shrinkage
         self.priors = priors
@@ -130,6 +157,23 @@ class LinearDiscriminantAnalysis(
 
     def _shrinkage_mode(self):
         shrinkage = self.shrinkage
+        estimator = self.covariance_estimator
+        if estimator is not None:
+            if shrinkage is not None:
+                raise ValueError(
+                    "covariance_estimator and shrinkage are both set; give only one of them"
+                )
+            if self.solver == "svd":
+                raise ValueError(
+                    "covariance_estimator is not available with solver='svd'; use "
+                    "solver='eigen' or 'lsqr'"
+                )
+            if not hasattr(estimator, "fit"):
+                raise ValueError(
+                    f"covariance_estimator must have a fit method and a covariance_ "
+                    f"attribute (a scikit-learn covariance estimator), got {estimator!r}"
+                )
+            return "estimator", 0.0
         if shrinkage is None:
             return "none", 0.0
         mode, alpha = ("auto", 0.0) if shrinkage == "auto" else ("fixed", float(shrinkage))
@@ -160,6 +204,26 @@ class LinearDiscriminantAnalysis(
             )
             priors = priors / priors.sum()
         return priors
+
+    def _estimated_covariances(self, X, labels, n_classes, priors):
+        """(Sw, St) from ``covariance_estimator``: the prior-weighted class covariances
+        and ("eigen") the total covariance, each fitted by a clone of it."""
+
+        def covariance(rows):
+            fitted = clone(self.covariance_estimator, safe=False)
+            fitted.fit(rows)  # its covariance_ after fit (fit need not return self)
+            S = np.atleast_2d(np.asarray(getattr(fitted, "covariance_", None), dtype=float))
+            if S.shape != (X.shape[1], X.shape[1]) or not np.all(np.isfinite(S)):
+                raise ValueError(
+                    "covariance_estimator.covariance_ after fit(X) must be a finite "
+                    f"(n_features, n_features) = {(X.shape[1],) * 2} array, got "
+                    f"{getattr(fitted, 'covariance_', None)!r:.80}"
+                )
+            return S
+
+        Sw = sum(priors[k] * covariance(X[labels == k]) for k in range(n_classes))
+        St = covariance(X) if self.solver == "eigen" else Sw
+        return Sw, St
 
     def fit(self, X, y):
         """Fit to X (n_samples, n_features) and class labels y (n_samples,)."""
@@ -209,6 +273,15 @@ class LinearDiscriminantAnalysis(
                     float(self.tol),
                     n_classes=C,
                     store_covariance=bool(self.store_covariance),
+                )
+            elif mode == "estimator":
+                means = cf.pooled_moments(X, labels, C)[1]
+                Sw, St = self._estimated_covariances(X, labels, C, priors)
+                fit = call(
+                    cf.fit_lda_covariances,
+                    d * d,
+                    *map(jnp.asarray, (means, counts, Sw, St, priors)),
+                    solver=self.solver,
                 )
             elif per_class:
                 auto = mode == "auto"

@@ -15,6 +15,7 @@ from latentlab._validation import (
     check_codes,
     check_data,
     check_n_components,
+    kept_float_dtype,
 )
 from latentlab.closed_form import pca as cf
 from latentlab.estimators._dispatch import map_rows
@@ -251,7 +252,7 @@ default="auto"
     def _fit(self, X):
         # float32 data get float32 attributes and outputs (as scikit-learn), computed
         # at this estimator's dtype and rounded once at the end
-        float32 = getattr(X, "dtype", None) == np.float32
+        float32 = kept_float_dtype(X) == np.float32
         if is_sparse(X):
             if self.svd_solver not in SPARSE_SOLVERS:
                 # scikit-learn's wording (and TypeError, which InputTypeError also is)

@@ -43,14 +43,10 @@ class _PLSBase(_TwoViewTransformer):
         else:
             high, why = min(n, p, q), "min(n_samples, n_features_x, n_features_y)"
         self.n_components_ = check_n_components(self.n_components, 1, high, why)
-        if self.scale:
-            constant = np.flatnonzero(np.ptp(Y, axis=0) == 0)
-            if constant.size:
-                raise ValueError(
-                    f"Y column(s) {constant.tolist()} are constant (a single value for the "
-                    f"target), so scale=True cannot standardise them and PLS finds no "
-                    "covariance with X there; drop those columns or set scale=False."
-                )
+        # a constant Y column (scale=True: its standard deviation 0 taken as 1, as
+        # scikit-learn's) is a zero column after centring: it covaries with nothing, and
+        # an all-constant Y leaves PLSRegression/PLSCanonical no component (they warn,
+        # "y residual is constant at iteration 0", and fit zero weights and coef_)
         return X, Y
 
     def _set_means(self, X, Y, fit):
@@ -189,8 +185,9 @@ class _NIPALS(_PredictThroughCoef, RegressorMixin, MultiOutputMixin, _PLSBase):
 _SHARED_PARAMETERS = """n_components : int, default=2
         Number of components, at least 1.
     scale : bool, default=True
-        Divide each column of X and Y by its standard deviation (ddof=1) first.  With
-        ``scale=True`` a constant target column is rejected.
+        Divide each column of X and Y by its standard deviation (ddof=1) first; a
+        constant column's (0) is taken as 1, as scikit-learn's: it covaries with
+        nothing (an all-constant Y gives no component, with a warning).
 """
 
 _SHARED_ATTRIBUTES = """x_weights_, y_weights_ : ndarray (n_features_x, k), (n_features_y, k)
@@ -322,8 +319,8 @@ class PLSSVD(_PLSBase):
     n_components : int, default=2
         ``1 <= n_components <= min(n_samples, n_features_x, n_features_y)``.
     scale : bool, default=True
-        Divide each column by its standard deviation (ddof=1) first; a constant target
-        column is then rejected.
+        Divide each column by its standard deviation (ddof=1) first; a constant
+        column's (0) is taken as 1, as scikit-learn's.
     copy : bool, default=True
         Accepted for scikit-learn compatibility: inputs are never written into.
     dtype : {"float64", "float32"}, default="float64"

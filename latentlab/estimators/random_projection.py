@@ -11,7 +11,7 @@ from sklearn.exceptions import DataDimensionalityWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._settings import Boolean, Dtype, Integer, RandomState, Real
-from latentlab._validation import check_codes, check_data
+from latentlab._validation import check_codes, check_data, kept_float_dtype
 from latentlab.closed_form import random_projection as cf
 from latentlab.closed_form.random_projection import johnson_lindenstrauss_min_dim
 from latentlab.estimators._dispatch import map_rows
@@ -57,6 +57,12 @@ class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Laten
     def _n_components(self, n_samples, n_features):
         if isinstance(self.n_components, str) and self.n_components == "auto":
             k = johnson_lindenstrauss_min_dim(n_samples, eps=self.eps)
+            if k < 1:
+                raise ValueError(
+                    f"n_components='auto' needs at least 2 samples: the Johnson-Lindenstrauss "
+                    f"dimension of n_samples={n_samples} at eps={self.eps} is {k}; set "
+                    "n_components"
+                )
             if k > n_features:
                 raise ValueError(
                     f"eps={self.eps} and n_samples={n_samples} need n_components >= {k} "
@@ -75,7 +81,12 @@ class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Laten
             )
         return int(k)
 
-    _accepts_sparse = False
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    _accepts_sparse = True
 
     def _check_X(self, X, reset):
         if self._accepts_sparse and is_sparse(X):
@@ -88,20 +99,30 @@ class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Laten
     def fit(self, X, y=None):
         """Draw the random matrix for data of X's shape (X's values are not used beyond
         validation)."""
+        out_dtype = kept_float_dtype(X)
         X = self._check_X(X, reset=True)
         n, d = X.shape
         k = self._n_components(n, d)
         self._check_density(d)
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
         rng = np.random.default_rng(seed)
-        self.components_ = self._draw(rng, k, d)
+        # drawn in float64 (the same matrix for either input precision), then stored in
+        # the input's: float32 for float32 X, as scikit-learn's
+        self.components_ = self._draw(rng, k, d).astype(out_dtype)
         self.n_components_ = k
         if self.compute_inverse_components:
-            self.inverse_components_ = np.linalg.pinv(self._dense_components())
+            inverse = np.linalg.pinv(self._dense_components().astype(np.float64))
+            self.inverse_components_ = inverse.astype(out_dtype)
         return self
 
     def _check_density(self, n_features):
         pass
+
+    def _result_dtype(self):
+        """float32 when fitted on float32 X (``components_`` are then float32, as
+        scikit-learn's), else float64 (whatever ``dtype``, the precision of the
+        computation)."""
+        return self.components_.dtype
 
     @property
     def _n_features_out(self):
@@ -110,26 +131,35 @@ class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Laten
     def transform(self, X):
         """Project X (n_samples, n_features) to (n_samples, n_components_)."""
         check_is_fitted(self)
-        X = check_data(self, X, reset=False, allow_nan=False)
+        X = self._check_X(X, reset=False)
+        if is_sparse(X):  # sparse X times the dense matrix: SciPy's product, dense output
+            out = np.asarray(X @ self.components_.astype(np.float64).T)
+            return out.astype(self._result_dtype(), copy=False)
         with self._precision():
-            return to_numpy(
-                map_rows(
-                    cf.project, X, jnp.asarray(self.components_), work_per_row=self.n_components_
-                )
-            )
+            components = jnp.asarray(self.components_.astype(np.float64))
+            out = to_numpy(map_rows(cf.project, X, components, work_per_row=self.n_components_))
+        return out.astype(self._result_dtype(), copy=False)
 
     def inverse_transform(self, X):
         """Least-squares pre-images ``X pinv(components_)^T`` of projections
         (n_samples, n_components_), shape (n_samples, n_features)."""
         check_is_fitted(self)
+        if is_sparse(X):  # a sparse projection (SparseRandomProjection of sparse X)
+            X = X.toarray()
         Z = check_codes(X, self.n_components_)
         inverse = getattr(self, "inverse_components_", None)
         if inverse is None:
-            inverse = np.linalg.pinv(self._dense_components())
+            inverse = np.linalg.pinv(self._dense_components().astype(np.float64))
         with self._precision():
-            return to_numpy(
-                map_rows(cf.project, Z, jnp.asarray(inverse), work_per_row=self.n_features_in_)
+            out = to_numpy(
+                map_rows(
+                    cf.project,
+                    Z,
+                    jnp.asarray(inverse, jnp.float64),
+                    work_per_row=self.n_features_in_,
+                )
             )
+        return out.astype(self._result_dtype(), copy=False)
 
 
 _SHARED_DOC = """
@@ -147,7 +177,9 @@ _SHARED_DOC = """
         Seeds NumPy's ``Generator`` that draws the matrix on the host; the same seed
         gives the same matrix, but not scikit-learn's matrix.
     dtype : {"float64", "float32"}, default="float64"
-        Precision of the product.
+        Precision of the product.  A float32 X gives float32 ``components_`` and
+        projections (scikit-learn keeps float32; the matrix is drawn in float64 and
+        rounded once), other input float64 ones, whatever ``dtype``.
 
     Attributes
     ----------
@@ -164,7 +196,8 @@ class GaussianRandomProjection(_RandomProjection):
         """Random projection by a Gaussian matrix with i.i.d. N(0, 1 / n_components)
     entries (Johnson & Lindenstrauss 1984; Dasgupta & Gupta 2003).
 
-    ``transform`` is one jit-compiled product ``X components_^T``.
+    ``transform`` is one jit-compiled product ``X components_^T`` (for SciPy sparse X,
+    SciPy's sparse-dense product, a dense array).
 """
         + _SHARED_DOC
         + """
@@ -231,7 +264,6 @@ class SparseRandomProjection(_RandomProjection):
     """
     )
 
-    _accepts_sparse = True
     _settings = {
         **_RandomProjection._settings,
         "density": Real(0, 1, closed="right") | "auto",
@@ -262,11 +294,6 @@ class SparseRandomProjection(_RandomProjection):
     def _dense_components(self):
         return self.components_.toarray()
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
     def _check_density(self, n_features):
         density = self.density
         if isinstance(density, str):  # "auto"
@@ -281,19 +308,18 @@ class SparseRandomProjection(_RandomProjection):
         array, or for sparse X a SciPy CSR matrix unless ``dense_output``."""
         check_is_fitted(self)
         X = self._check_X(X, reset=False)
-        dtype = np.float32 if self.dtype == "float32" else np.float64
+        dtype = self._result_dtype()
+        R = self.components_.astype(np.float64)
         if is_sparse(X):
-            out = (X @ self.components_.T).astype(dtype)
-            return out.toarray().astype(np.float64) if self.dense_output else out.tocsr()
+            out = (X @ R.T).astype(dtype)
+            return out.toarray() if self.dense_output else out.tocsr()
         if self.density_ > SPARSE_PRODUCT_MAX_DENSITY:
             with self._precision():
-                return to_numpy(
+                out = to_numpy(
                     map_rows(
-                        cf.project,
-                        X,
-                        jnp.asarray(self._dense_components()),
-                        work_per_row=self.n_components_,
+                        cf.project, X, jnp.asarray(R.toarray()), work_per_row=self.n_components_
                     )
                 )
+            return out.astype(dtype, copy=False)
         # (R X^T)^T with R in CSR: the product touches R's non-zeros only
-        return to_numpy((self.components_ @ X.T).T.astype(dtype))
+        return np.ascontiguousarray((R @ X.T).T, dtype=dtype)
