@@ -71,6 +71,48 @@ def scale_prior(covariance_type, K, d):
     return dist.LogNormal(0.0, 2.0).expand(shape).to_event(len(shape))
 
 
+def covariance_penalty(scale, covariance_type: str, prior_rows, prior_variance, active=None):
+    """The covariance penalty -(tau / 2) sum_k [tr(Sigma_k^-1 D) + log |Sigma_k|] (Chen &
+    Tan 2009; the log density, up to a constant, of an improper inverse-Wishart prior
+    with scale tau D), ``tau = prior_rows``, ``D = diag(prior_variance)`` (d,), summed
+    over the ``active`` components (None: all; a tied covariance counts once).  It
+    keeps the likelihood bounded where a component could collapse onto fewer rows than
+    dimensions (rows with missing entries constrain only the coordinates they
+    observe), and its M-step is the scatter plus tau pseudo-rows of variance D
+    (:func:`penalised_scatter`)."""
+    if covariance_type in DENSE:
+        L = scale if covariance_type == "full" else scale[None]
+        root = jnp.broadcast_to(jnp.diag(jnp.sqrt(prior_variance)), L.shape)
+        trace = jnp.sum(solve_triangular(L, root, lower=True) ** 2, axis=(-2, -1))
+        log_det = 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(L, axis1=-2, axis2=-1))), axis=-1)
+    elif covariance_type == "diag":
+        var = scale**2
+        trace = jnp.sum(prior_variance / var, axis=-1)
+        log_det = jnp.sum(jnp.log(var), axis=-1)
+    else:  # spherical: Sigma_k = s_k^2 I
+        var = scale**2
+        trace = jnp.sum(prior_variance) / var
+        log_det = prior_variance.shape[-1] * jnp.log(var)
+    terms = trace + log_det
+    if active is not None and covariance_type != "tied":
+        terms = jnp.where(active, terms, 0.0)
+    return -0.5 * prior_rows * jnp.sum(terms)
+
+
+def penalised_scatter(cov, count, prior_rows):
+    """The penalised M-step's covariance before its floor: (N_k S_k + tau I) / (N_k +
+    tau), in the fit's standardised units (the penalty's D = I there); ``cov`` (K, d, d)
+    or (d, d) scatters S_k, variances (K, d) or mean variances (K,), ``count`` N_k."""
+    if cov.ndim == count.ndim:  # spherical: (K,)
+        return (count * cov + prior_rows) / (count + prior_rows)
+    if cov.ndim == count.ndim + 1:  # diag: (K, d)
+        c = count[:, None]
+        return (c * cov + prior_rows) / (c + prior_rows)
+    eye = jnp.eye(cov.shape[-1], dtype=cov.dtype)
+    c = jnp.reshape(count, count.shape + (1, 1))
+    return (c * cov + prior_rows * eye) / (c + prior_rows)
+
+
 def component_variances(scale, covariance_type: str, n_components: int, n_features: int):
     """Sigma_k as (K, d, d) for full/tied, per-coordinate variances (K, d) otherwise."""
     K, d = n_components, n_features

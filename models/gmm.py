@@ -51,12 +51,14 @@ from latentlab.models._gmm_covariances import (
     component_log_density,
     component_variances,
     conditional_components,
+    covariance_penalty,
     covariances,
     draw_conditional,
     draw_samples,
     floored_cholesky,
     marginal_variances,
     n_parameters,
+    penalised_scatter,
     pooled_covariance,
     precisions,
     precisions_cholesky,
@@ -87,6 +89,7 @@ __all__ = [
     "MixtureStats",
     "gmm_model",
     "model",
+    "PenalisedScale",
     "posterior_spec",
     "masked_components",
     "scale_tril",
@@ -98,6 +101,7 @@ __all__ = [
     "em_model",
     "component_log_density",
     "component_variances",
+    "covariance_penalty",
     "conditional_components",
     "e_step",
     "m_step",
@@ -137,6 +141,9 @@ class Hyper(NamedTuple):
     # 0, so their responsibilities are exactly 0 (log 0 = -inf) and their means and
     # covariances never move -- a fixed point of EM that leaves the rest unchanged.
     active: jax.Array | None = None
+    # () or None: tau of the covariance penalty (covariance_penalty; None: maximum
+    # likelihood), in the fit's standardised units, where its target D is the identity
+    prior_rows: jax.Array | None = None
 
 
 # ----------------------------------------------------------------------------- declaration
@@ -152,6 +159,7 @@ def gmm_model(
     use_prior: bool = False,
     explicit_latent: bool = False,
     has_missing: bool | None = None,
+    covariance_prior=None,
 ):
     """Gaussian mixture with ``n_components`` components.  ``X`` is (n, d).
 
@@ -162,6 +170,12 @@ def gmm_model(
     NaN in ``X`` marks missing entries; each row then contributes its exact marginal
     over the observed coordinates (see :func:`masked_components`).  Traced callers
     (SVI, NUTS) say whether X has NaN with ``has_missing``.
+
+    ``covariance_prior = (tau, prior_variance)``: the covariance penalty of
+    :func:`covariance_penalty` as the log density of the ``scale`` site
+    (:class:`PenalisedScale`; always on: it is part of the penalised likelihood EM
+    maximises, not a prior switched by ``use_prior``), so ``log_density`` is EM's
+    objective and ``log_likelihood`` stays the likelihood.
     """
     if X is not None:
         n_samples, n_features = X.shape
@@ -170,7 +184,13 @@ def gmm_model(
     with handlers.mask(mask=use_prior):
         weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(K)))
         means = numpyro.sample("means", dist.Normal(0.0, 10.0).expand([K, d]).to_event(2))
-        scale = numpyro.sample("scale", scale_prior(covariance_type, K, d))
+        if covariance_prior is None:
+            scale = numpyro.sample("scale", scale_prior(covariance_type, K, d))
+    if covariance_prior is not None:  # the penalty on, whatever use_prior says
+        prior = scale_prior(covariance_type, K, d)
+        scale = numpyro.sample(
+            "scale", PenalisedScale(prior, covariance_type, *covariance_prior, use_prior)
+        )
     L = scale_tril(scale, covariance_type, K, d)
     locs = means
     if missing:
@@ -187,6 +207,31 @@ def gmm_model(
 
 
 model = gmm_model  # the name every model module exports for its declaration
+
+
+class PenalisedScale(dist.Distribution):
+    """The ``scale`` site's improper density under the covariance penalty:
+    log p(scale) = :func:`covariance_penalty` (+ the masked prior ``base`` where
+    ``use_prior``), on ``base``'s support and shapes.  Not sampled: a MAP/EM term."""
+
+    def __init__(self, base, covariance_type, prior_rows, prior_variance, use_prior=False):
+        self.base, self.covariance_type = base, covariance_type
+        self.prior_rows, self.prior_variance = prior_rows, jnp.asarray(prior_variance)
+        self.use_prior = use_prior
+        super().__init__(batch_shape=base.batch_shape, event_shape=base.event_shape)
+
+    @property
+    def support(self):
+        return self.base.support
+
+    def sample(self, key, sample_shape=()):
+        raise NotImplementedError("the covariance penalty is improper: it has no draws")
+
+    def log_prob(self, value):
+        penalty = covariance_penalty(
+            value, self.covariance_type, self.prior_rows, self.prior_variance
+        )
+        return penalty + (self.base.log_prob(value) if self.use_prior else 0.0)
 
 
 def posterior_spec(covariance_type: str) -> PosteriorSpec:
@@ -272,6 +317,11 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
         more, more_ll = host_sum("gmm_rows", data.rows, tuple(params), (stats, loglik))
         stats = jax.tree.map(jnp.add, stats, more)
         loglik = loglik + more_ll
+    if hyper.prior_rows is not None:  # EM's objective: the penalised log-likelihood
+        unit = jnp.ones(params.means.shape[-1], loglik.dtype)
+        loglik = loglik + covariance_penalty(
+            params.scale, covariance_type, hyper.prior_rows, unit, hyper.active
+        )
     return stats, loglik
 
 
@@ -310,20 +360,26 @@ def m_step(stats: MixtureStats, params: Params, hyper: Hyper, *, covariance_type
     means = params.means + delta
     empty = stats.count < tiny * jnp.maximum(jnp.sum(stats.count), 1.0)
     reg = hyper.reg_covar
+    tau = hyper.prior_rows
+
+    def penalised(cov, rows):  # the penalty's pseudo-rows (None: maximum likelihood)
+        return cov if tau is None else penalised_scatter(cov, rows, tau)
+
     if covariance_type == "full":
         cov = stats.sum_dxx / count[:, None, None] - delta[:, :, None] * delta[:, None, :]
-        scale = floored_cholesky(cov, reg)
+        scale = floored_cholesky(penalised(cov, count), reg)
         scale = jnp.where(empty[:, None, None], params.scale, scale)
     elif covariance_type == "tied":
         scatter = stats.sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
         cov = jnp.sum(scatter, axis=0) / jnp.sum(mass)
-        scale = floored_cholesky(cov, reg)
+        scale = floored_cholesky(penalised(cov, jnp.sum(mass)), reg)
     else:
         var = stats.sum_dxx / count[:, None] - delta**2
         if covariance_type == "diag":
+            var = penalised(var, count)
             scale = jnp.where(empty[:, None], params.scale, jnp.sqrt(jnp.maximum(var, reg)))
         else:
-            spherical = jnp.maximum(jnp.mean(var, axis=1), jnp.max(reg))
+            spherical = jnp.maximum(penalised(jnp.mean(var, axis=1), count), jnp.max(reg))
             scale = jnp.where(empty, params.scale, jnp.sqrt(spherical))
     means = jnp.where(empty[:, None], params.means, means)
     return Params(weights=weights, means=means, scale=scale)

@@ -115,6 +115,19 @@ CASES = {
         )
         for ct in ("full", "diag")
     },
+    # the penalised fit: its trace is EM's objective, the declaration's log density
+    # with the covariance penalty on the scale site; score stays the log-likelihood
+    **{
+        f"GMM-{ct}-missing-penalised": Case(
+            lambda ct=ct: GaussianMixture(
+                3, covariance_type=ct, covariance_prior=5.0, random_state=0
+            ),
+            clusters,
+            True,
+            "joint",
+        )
+        for ct in ("full", "spherical")
+    },
     "PLSA": Case(lambda: PLSA(3, random_state=0), counts, False, "loglik"),
 }
 

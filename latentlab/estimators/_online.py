@@ -316,6 +316,11 @@ class OnlineMixtureMixin:
             raise ValueError(
                 f"GaussianMixture.partial_fit is online EM; got method={self.method!r}"
             )
+        if self.covariance_prior > 0:
+            raise ValueError(
+                "GaussianMixture.partial_fit fits by maximum likelihood; covariance_prior "
+                f"must be 0 there (got {self.covariance_prior!r}); use fit"
+            )
         X, observed = _check_chunk(self, X, first=first, min_samples=1)
         ctype = self.covariance_type
         with self._precision():

@@ -97,6 +97,21 @@ class GaussianMixture(
         variance in float64, 1e-6 in float32; spherical: the mean variance), so
         ``reg_covar=0`` cannot give NaN; a warning says when a component collapsed
         onto it.
+    covariance_prior : float, default=0.0
+        tau >= 0: EM maximises the penalised log-likelihood log p(X) - (tau / 2) sum_k
+        [tr(Sigma_k^-1 D) + log |Sigma_k|] (Chen & Tan 2009; an improper inverse-Wishart
+        prior's mode), D the features' observed variances: each covariance's M-step is
+        its scatter plus tau pseudo-rows of variance D, (N_k S_k + tau D) / (N_k + tau).
+        0 is maximum likelihood.  With missing entries a full covariance can collapse
+        onto the few rows that observe every coordinate of a direction, where the
+        likelihood has no maximum: EM then crawls for hundreds of iterations towards
+        ``reg_covar`` and the fit scores far worse on new rows (standardised wine with
+        30% holes, K = 3: 500 cycles, held-out -2,700 nats per row; with tau = 5: ~30
+        cycles, -11).  The target is each feature's overall variance, so the
+        covariances of well-separated clusters grow by about tau D / N_k: keep tau
+        small against the rows per component.  Means and weights are unpenalised;
+        ``log_likelihoods_`` traces the penalised objective and ``score`` is the
+        log-likelihood.  EM only.
     max_iter : int, default=500
         Maximum number of iterations.  With ``accelerate=True`` an iteration is one
         SQUAREM cycle of four EM steps (E- and M-step pairs), so up to
@@ -212,6 +227,7 @@ class GaussianMixture(
         "covariance_type": Options(*gmm.COVARIANCE_TYPES),
         "tol": Real(0, None),
         "reg_covar": Real(0, None),
+        "covariance_prior": Real(0, None, finite=True),
         "max_iter": Integer(0, None),  # 0 (as in scikit-learn): evaluate the start only
         "n_init": Integer(1, None),
         "init_params": Options(*INIT_METHODS),
@@ -238,6 +254,7 @@ class GaussianMixture(
         covariance_type="full",
         tol=1e-6,
         reg_covar=1e-6,
+        covariance_prior=0.0,
         max_iter=500,
         n_init=1,
         init_params="kmeans",
@@ -261,6 +278,7 @@ class GaussianMixture(
         self.covariance_type = covariance_type
         self.tol = tol
         self.reg_covar = reg_covar
+        self.covariance_prior = covariance_prior
         self.max_iter = max_iter
         self.n_init = n_init
         self.init_params = init_params
@@ -294,6 +312,11 @@ class GaussianMixture(
         With ``warm_start=True`` and a previous fit, EM starts from that fit's
         parameters (one start: ``n_init`` and the ``*_init`` settings are ignored).
         """
+        if self.covariance_prior > 0 and self.method != "em":
+            raise ValueError(
+                f"covariance_prior={self.covariance_prior!r} penalises EM's objective; "
+                f"method={self.method!r} takes priors through prior=True instead"
+            )
         # read before check_data resets n_features_in_
         previous = self._previous_fit()
         source = row_source(X, chunk_size=self.chunk_size)
@@ -373,6 +396,14 @@ class GaussianMixture(
         }
         # log p(x) = log p(z) - sum over observed entries of log unit_j
         log_jacobian = float(counts @ np.log(unit))
+        if self.covariance_prior > 0 and self.method == "em":
+            # the penalty in the data's units (D = diag(unit^2)): log |Sigma_k| gains
+            # 2 sum_j log unit_j for each covariance
+            n_covariances = 1 if self.covariance_type == "tied" else K
+            log_jacobian += float(self.covariance_prior) * n_covariances * np.log(unit).sum()
+            self.covariance_prior_variance_ = unit**2
+        elif hasattr(self, "covariance_prior_variance_"):
+            del self.covariance_prior_variance_
         objective = objective - log_jacobian
         # back to data units in float64: in float32 a mean of 1e8 has a spacing of 8;
         # float32 weights sum to 1 only to ~1e-7, which weights_ @ means_ would show
@@ -411,7 +442,7 @@ class GaussianMixture(
             gmm.em_model(self.covariance_type),
             (X, row_mask, resp, user, use_user),
             data,
-            gmm.Hyper(reg, active),
+            gmm.Hyper(reg, active, self._prior_rows(dtype)),
             np.asarray(n, dtype),
             np.asarray(self.tol, dtype),
             max_iter=int(self.max_iter),
@@ -421,6 +452,11 @@ class GaussianMixture(
         trace = np.asarray(result.trace)[: int(result.n_iter)]
         objective = float(result.objective)
         return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
+
+    def _prior_rows(self, dtype):
+        """The covariance penalty's tau for EM's Hyper, None for maximum likelihood."""
+        tau = float(self.covariance_prior)
+        return np.asarray(tau, dtype) if tau > 0 else None
 
     def fit_predict(self, X, y=None):
         """Fit, then return the most probable component of each row."""
@@ -474,14 +510,20 @@ class GaussianMixture(
         check_is_fitted(self)
         if self.method == "svi":
             return "ELBO"
+        if self.method == "em" and hasattr(self, "covariance_prior_variance_"):
+            return "penalised log-likelihood"
         return "log joint density" if self.prior else "log-likelihood"
 
     @property
     def model_(self):
         """The NumPyro declaration with this fit's static settings bound."""
         check_is_fitted(self)
+        prior = getattr(self, "covariance_prior_variance_", None)
         return partial(
-            gmm.gmm_model, n_components=self.n_components_, covariance_type=self.covariance_type
+            gmm.gmm_model,
+            n_components=self.n_components_,
+            covariance_type=self.covariance_type,
+            covariance_prior=None if prior is None else (self.covariance_prior, prior),
         )
 
     @property

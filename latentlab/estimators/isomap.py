@@ -135,12 +135,7 @@ def radius_neighbors_of(Q, R, radius: float):
     )[:m]
     within = D <= radius
     counts = within.sum(axis=1)
-    lonely = np.flatnonzero(counts == 0)
-    if lonely.size:
-        raise ValueError(
-            f"{lonely.size} sample(s) have no training point within radius={radius}: rows "
-            f"{lonely[:10].tolist()}; use a larger radius or n_neighbors"
-        )
+    _refuse_lonely_rows(counts, radius)
     width = int(counts.max())
     order = np.argsort(np.where(within, D, np.inf), axis=1, kind="stable")[:, :width]
     distances = np.take_along_axis(np.where(within, D, np.inf), order, axis=1)
@@ -172,12 +167,7 @@ def _padded(distances, indices, radius):
     """scikit-learn's ragged radius neighbours as (m, width) arrays padded with
     distance ``inf`` and index 0; a ValueError names rows with none."""
     counts = np.array([len(row) for row in indices])
-    lonely = np.flatnonzero(counts == 0)
-    if lonely.size:
-        raise ValueError(
-            f"{lonely.size} sample(s) have no training point within radius={radius}: rows "
-            f"{lonely[:10].tolist()}; use a larger radius or n_neighbors"
-        )
+    _refuse_lonely_rows(counts, radius)
     width = int(counts.max())
     D = np.full((len(counts), width), np.inf)
     idx = np.zeros((len(counts), width), dtype=np.int64)
@@ -510,3 +500,13 @@ class Isomap(
                 jnp.asarray(self.kernel_grand_mean_),
             )
             return to_numpy(Z[:m])
+
+
+def _refuse_lonely_rows(counts, radius):
+    """A ValueError naming the rows with no training point within ``radius``."""
+    lonely = np.flatnonzero(counts == 0)
+    if lonely.size:
+        raise ValueError(
+            f"{lonely.size} sample(s) have no training point within radius={radius}: rows "
+            f"{lonely[:10].tolist()}; use a larger radius or n_neighbors"
+        )
