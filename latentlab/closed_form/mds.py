@@ -207,10 +207,10 @@ def _nonmetric_disparities(order, distances, total):
     """Kruskal's disparities: the isotonic (non-decreasing in the dissimilarities' order)
     least-squares fit to the configuration's distances, scaled so that their squares
     sum to ``total``."""
-    from sklearn.isotonic import isotonic_regression
+    from scipy.optimize import isotonic_regression  # pool adjacent violators
 
     fitted = np.empty_like(distances)
-    fitted[order] = isotonic_regression(distances[order], increasing=True)
+    fitted[order] = isotonic_regression(distances[order], increasing=True).x
     norm = np.sum(fitted * fitted)
     return fitted * np.sqrt(total / norm) if norm > 0 else fitted
 
