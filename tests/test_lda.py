@@ -280,3 +280,25 @@ def test_covariance_estimator_refusals(params, match):
     X, y = np.random.default_rng(0).normal(size=(30, 3)), np.arange(30) % 2
     with pytest.raises(ValueError, match=match):
         latentlab.LinearDiscriminantAnalysis(covariance_estimator=OAS(), **params).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", ["svd", "lsqr", "eigen"])
+def test_float32_data_give_float32_coefficients_and_outputs(solver):
+    """As scikit-learn: float32 in, float32 out; computed in float64 and rounded once,
+    so each equals the float64 fit's to float32's rounding."""
+    X, y = load_wine(return_X_y=True)
+    X = X.astype(np.float32).astype(np.float64)  # the data float32 holds, in float64
+    fit32 = latentlab.LinearDiscriminantAnalysis(solver=solver).fit(X.astype(np.float32), y)
+    fit64 = latentlab.LinearDiscriminantAnalysis(solver=solver).fit(X, y)
+    for name in ("coef_", "intercept_", "means_"):
+        value = getattr(fit32, name)
+        assert value.dtype == np.float32, name
+        expected = getattr(fit64, name)
+        np.testing.assert_array_equal(value, expected.astype(np.float32))
+    scores = fit32.decision_function(X.astype(np.float32))
+    assert scores.dtype == np.float32
+    np.testing.assert_array_equal(fit32.predict(X.astype(np.float32)), fit64.predict(X))
+    if solver != "lsqr":
+        assert fit32.transform(X.astype(np.float32)).dtype == np.float32
+    ints = latentlab.LinearDiscriminantAnalysis(solver=solver).fit(np.rint(X).astype(np.int32), y)
+    assert ints.coef_.dtype == np.float64

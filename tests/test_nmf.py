@@ -246,3 +246,21 @@ def test_check_estimator():
         results = check_estimator(estimator, on_fail=None)
     failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
     assert set(failed) == set(NMF_EXPECTED_FAILED_CHECKS), failed
+
+
+@pytest.mark.parametrize("solver", ["cd", "mu"])
+def test_float32_data_give_float32_factors(solver):
+    """As scikit-learn: float32 in, float32 out; computed in float64 from the data
+    float32 holds and rounded once, so the factors equal that fit's rounded."""
+    X = np.abs(np.random.default_rng(0).normal(size=(30, 12)))
+    X = X.astype(np.float32).astype(np.float64)
+    fit32 = latentlab.NMF(3, solver=solver, random_state=0, max_iter=400)
+    W32 = fit32.fit_transform(X.astype(np.float32))
+    fit64 = latentlab.NMF(3, solver=solver, random_state=0, max_iter=400)
+    W64 = fit64.fit_transform(X)
+    assert W32.dtype == np.float32 and fit32.components_.dtype == np.float32
+    np.testing.assert_array_equal(fit32.components_, fit64.components_.astype(np.float32))
+    np.testing.assert_array_equal(W32, W64.astype(np.float32))
+    assert fit32.transform(X.astype(np.float32)).dtype == np.float32
+    ints = latentlab.NMF(3, solver=solver, random_state=0).fit(np.rint(X * 10).astype(np.int32))
+    assert ints.components_.dtype == np.float64

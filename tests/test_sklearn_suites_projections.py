@@ -25,10 +25,6 @@ SUITES = {
     ),
 }
 
-FLOAT32 = (
-    "asserts float32 results for float32 X: latentlab's {} validates X to float64 and "
-    "returns float64 (float32 preservation is not implemented for this class)"
-)
 BETA = (
     "beta_loss={}: latentlab's NMF has the Frobenius (2) and Kullback-Leibler (1) losses "
     "only, the other beta-divergences are not implemented"
@@ -45,8 +41,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "start to X's precision (float64) instead"
     ),
     ("nmf", "test_nmf_n_components_auto"): PRIVATE + " (_n_components)",
-    ("nmf", "test_nmf_dtype_match[NMF-solver0-float32-float32]"): FLOAT32.format("NMF"),
-    ("nmf", "test_nmf_dtype_match[NMF-solver1-float32-float32]"): FLOAT32.format("NMF"),
     ("nmf", "test_non_negative_factorization_consistency"): (
         "compares latentlab's NMF with scikit-learn's own non_negative_factorization "
         "function element-wise at rtol=1e-7 after a fixed number of iterations: the two "
@@ -84,7 +78,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("lda", "test_lda_transform"): MESSAGE,
     ("lda", "test_lda_dimension_warning"): MESSAGE,
     ("lda", "test_raises_value_error_on_same_number_of_classes_and_samples"): MESSAGE,
-    ("lda", "test_lda_dtype_match[float32-float32]"): FLOAT32.format("LinearDiscriminantAnalysis"),
     # -- random projections
     ("rp", "test_too_many_samples_to_find_a_safe_embedding"): MESSAGE,
 }

@@ -19,12 +19,23 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from latentlab._settings import ArrayLike, Boolean, Dtype, InstanceOf, Integer, Options, Real
-from latentlab._validation import check_data, check_n_components
+from latentlab._validation import check_data, check_n_components, kept_float_dtype
 from latentlab.closed_form import lda as cf
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators.base import LATENTLAB_FILES, LatentEstimator, check_finite_fit, to_numpy
 
 __all__ = ["LinearDiscriminantAnalysis"]
+
+# the fitted arrays that take float32 where the training data were float32
+_FLOAT_ATTRIBUTES = (
+    "coef_",
+    "intercept_",
+    "means_",
+    "xbar_",
+    "scalings_",
+    "explained_variance_ratio_",
+    "covariance_",
+)
 
 
 class _CovarianceEstimator(abc.ABC):  # noqa: B024 (only an isinstance test)
@@ -228,6 +239,9 @@ class LinearDiscriminantAnalysis(
     def fit(self, X, y):
         """Fit to X (n_samples, n_features) and class labels y (n_samples,)."""
         mode, alpha = self._shrinkage_mode()
+        # float32 data get float32 coefficients and outputs (as scikit-learn), computed
+        # at this estimator's dtype and rounded once at the end
+        float32 = kept_float_dtype(X) == np.float32
         X = check_data(self, X, reset=True, allow_nan=False)
         if y is None:
             raise ValueError(
@@ -346,7 +360,15 @@ class LinearDiscriminantAnalysis(
         self.coef_ = coef
         self.intercept_ = intercept
         self.n_components_ = K
+        if float32:
+            for name in _FLOAT_ATTRIBUTES:
+                if hasattr(self, name):
+                    setattr(self, name, getattr(self, name).astype(np.float32))
         return self
+
+    def _as_output(self, values):
+        """Outputs in float32 where the fit's coefficients are (float32 training data)."""
+        return values.astype(np.float32) if self.coef_.dtype == np.float32 else values
 
     @property
     def _n_features_out(self):
@@ -363,7 +385,7 @@ class LinearDiscriminantAnalysis(
         X = check_data(self, X, reset=False, allow_nan=False)
         K = min(self.n_components_, self.scalings_.shape[1])
         with self._precision():
-            return to_numpy(
+            Z = to_numpy(
                 map_rows(
                     cf.lda_transform,
                     X,
@@ -371,6 +393,7 @@ class LinearDiscriminantAnalysis(
                     jnp.asarray(self.scalings_[:, :K]),
                 )
             )
+        return self._as_output(Z)
 
     def decision_function(self, X):
         """Linear discriminant scores (n_samples, n_classes); (n_samples,) for two classes
@@ -381,6 +404,7 @@ class LinearDiscriminantAnalysis(
             scores = to_numpy(
                 map_rows(cf.lda_decision, X, jnp.asarray(self.coef_), jnp.asarray(self.intercept_))
             )
+        scores = self._as_output(scores)
         return scores[:, 0].copy() if scores.shape[1] == 1 else scores
 
     def predict(self, X):

@@ -16,7 +16,7 @@ from sklearn.utils.validation import (
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real
 from latentlab._shapes import bucket
-from latentlab._validation import check_codes, check_data
+from latentlab._validation import check_codes, check_data, kept_float_dtype
 from latentlab.closed_form import nmf as nmf_algebra
 from latentlab.estimators._dispatch import call, to_device
 from latentlab.estimators.base import (
@@ -309,6 +309,9 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
 
         ``W`` and ``H`` are the starting point with ``init="custom"``.
         """
+        # float32 data give float32 factors (as scikit-learn), computed at this
+        # estimator's dtype and rounded once at the end
+        float32 = kept_float_dtype(X) == np.float32
         X = self._data(X, reset=True)
         loss, K, max_iter, tol, penalties = self._check_settings(X, H)
         with self._precision():
@@ -322,10 +325,16 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             self.n_iter_ = int(fit.n_iter)
             converged = bool(fit.converged)
         self.n_components_ = K
+        if float32:
+            self.components_ = self.components_.astype(np.float32)
         if not converged and tol > 0:
             solver = {"cd": "coordinate descent", "mu": "multiplicative update"}[self.solver]
             warn_not_converged(self, solver)
-        return W
+        return self._as_output(W)
+
+    def _as_output(self, W):
+        """W in float32 where the fit's components are (float32 training data)."""
+        return W.astype(np.float32) if self.components_.dtype == np.float32 else W
 
     def fit(self, X, y=None, W=None, H=None):
         """Fit to X; returns self.  ``W``, ``H``: the start with ``init="custom"``."""
@@ -347,7 +356,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             W0 = np.full((X.shape[0], K), value, dtype)  # padding rows: 0 (in _run)
             H = np.asarray(self.components_, dtype)
             fit = self._run(X, W0, H, loss, max_iter, tol, penalties, update_H=False)
-            return fit.W
+        return self._as_output(fit.W)
 
     def inverse_transform(self, X) -> np.ndarray:
         """``W @ components_`` for W of shape (n_samples, n_components)."""
