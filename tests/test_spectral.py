@@ -281,3 +281,46 @@ def test_every_affinity_is_kept():
     from sklearn.metrics.pairwise import rbf_kernel
 
     np.testing.assert_allclose(rbf.affinity_matrix_, rbf_kernel(X, gamma=0.5), atol=1e-12)
+
+
+@pytest.mark.parametrize("assign_labels", ["kmeans", "discretize", "cluster_qr"])
+def test_verbose_reports_the_label_assignment_and_each_lloyd_iteration(assign_labels, capsys):
+    import re
+
+    import jax
+    from sklearn.utils import check_random_state
+
+    from latentlab.closed_form import kmeans as km
+    from latentlab.estimators.kmeans import plusplus_draws
+
+    data, _ = make_blobs(200, centers=5, n_features=3, random_state=0)
+    settings = dict(n_clusters=5, n_init=3, random_state=3, assign_labels=assign_labels)
+    quiet = latentlab.SpectralClustering(**settings).fit(data)
+    assert capsys.readouterr().out == ""
+    loud = latentlab.SpectralClustering(verbose=1, **settings).fit(data)
+    out = capsys.readouterr().out
+    assert out.startswith(f"Computing label assignment using {assign_labels}\n")
+    # the step-by-step k-means is the same fit as the one compiled program
+    np.testing.assert_array_equal(loud.labels_, quiet.labels_)
+    np.testing.assert_array_equal(loud.cluster_centers_, quiet.cluster_centers_)
+    assert loud.inertia_ == quiet.inertia_
+    if assign_labels != "kmeans":
+        assert "Iteration" not in out
+        return
+    runs = out.split("Initialization complete\n")[1:]
+    assert len(runs) == 3
+    # each restart reports as many iterations as its compiled run makes, ending at
+    # that run's inertia, and says why it stopped
+    draws = plusplus_draws(check_random_state(3), 3, 5)
+    with jax.enable_x64(True):
+        for run, uniforms in zip(runs, draws, strict=True):
+            lines = re.findall(r"Iteration (\d+), inertia ([0-9.e+-]+)\.", run)
+            alone = km.kmeans(
+                jax.numpy.asarray(loud.embedding_),
+                jax.random.PRNGKey(0),
+                n_clusters=5,
+                uniforms=jax.numpy.asarray(uniforms[None]),
+            )
+            assert [int(i) for i, _ in lines] == list(range(1, int(alone.n_iter) + 1))
+            assert float(lines[-1][1]) == pytest.approx(float(alone.inertia), rel=1e-5)
+            assert "Converged at iteration" in run

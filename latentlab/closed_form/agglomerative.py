@@ -11,9 +11,15 @@ takes the cheaper route through Prim's tree, one compiled loop over O(n) vectors
 (:func:`_single_linkage`), without the n x n matrix.  The merge list is then sorted by
 height and numbered as ``scipy.cluster.hierarchy.linkage`` numbers it: leaves
 0..n-1, the i-th merge n+i.
+
+Under a connectivity graph (:func:`graph_linkage`) only clusters joined by an edge may
+merge, and the chain no longer applies (a constrained linkage need not be reducible);
+a heap of the candidate merges takes its place, also on the host.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +27,7 @@ import numpy as np
 
 from latentlab.inference.programs import program
 
-__all__ = ["LINKAGES", "pairwise_distances", "linkage_matrix", "cut_tree"]
+__all__ = ["LINKAGES", "pairwise_distances", "linkage_matrix", "graph_linkage", "cut_tree"]
 
 LINKAGES = ("ward", "complete", "average", "single")
 
@@ -262,6 +268,168 @@ def _number_merges(merges: np.ndarray, n: int) -> np.ndarray:
         size[new] = size[ra] + size[rb]
         Z[m] = (min(ra, rb), max(ra, rb), height, size[new])
     return Z
+
+
+def graph_linkage(
+    X: np.ndarray,
+    method: str,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    weights: np.ndarray | None = None,
+    n_merges: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Agglomeration in which only clusters joined by an edge of a graph may merge.
+
+    The graph's edges are ``(rows[e], cols[e])``, each undirected edge once (the
+    diagonal and repeats are ignored); two clusters are adjacent when an edge joins a
+    sample of one to a sample of the other.  At every step the adjacent pair with the
+    smallest linkage merges (ties: the pair whose larger id is smaller, then whose
+    smaller id is; for single linkage, the earlier edge); after ``n_merges`` steps
+    (default ``n - 1``), or when no two clusters are adjacent any more, it stops.
+
+    The linkage of two adjacent clusters:
+
+    - "ward": ``n_a n_b / (n_a + n_b) |mean_a - mean_b|^2`` from the cluster sizes and
+      centroids of X (the increase of the within-cluster sum of squares); the height
+      reported is ``sqrt(2 * that)``, SciPy's Ward distance.
+    - "single": the smallest ``weights`` of an edge between them.  Its merges are those
+      of Kruskal's minimum spanning forest: the edges taken in increasing weight
+      (stable), each joining two clusters.
+    - "complete" and "average": the linkage lives on the edges.  Two samples start
+      with their edge's weight; when a and b merge, the new cluster's linkage to a
+      neighbour c is ``max(d(a, c), d(b, c))`` ("complete") or the size-weighted mean
+      ``(n_a d(a, c) + n_b d(b, c)) / (n_a + n_b)`` ("average") when both a and b are
+      adjacent to c, and the one that is when only one is.  Through a complete graph
+      this is exact complete / average linkage; through a sparse one it only reads
+      distances along edges (scikit-learn's rule for constrained trees).
+
+    Heights need not increase: a constrained merge can bring a cluster closer to a
+    neighbour than the pair just merged.  ``weights`` (one dissimilarity per edge) is
+    needed except for ward, which reads X.  Returns ``(children (m, 2), heights
+    (m,))`` in merge order: merge i forms cluster ``n + i`` from the two ids of row
+    i, the smaller first.
+    """
+    if method not in LINKAGES:
+        raise ValueError(f"Unknown linkage={method!r}; expected one of {LINKAGES}")
+    n = X.shape[0]
+    n_merges = n - 1 if n_merges is None else int(n_merges)
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    if method == "ward":
+        weights = None
+    elif weights is None:
+        raise ValueError(f"linkage={method!r} needs one dissimilarity per edge (weights)")
+    else:
+        weights = np.asarray(weights, dtype=np.float64)
+    off_diagonal = rows != cols
+    rows, cols = rows[off_diagonal], cols[off_diagonal]
+    if weights is not None:
+        weights = weights[off_diagonal]
+    if method == "single":
+        return _kruskal_merges(n, rows, cols, weights, n_merges)
+    return _heap_merges(X, method, rows, cols, weights, n_merges)
+
+
+def _kruskal_merges(n, rows, cols, weights, n_merges):
+    """Single linkage through a graph: Kruskal's forest, its edges in merge order."""
+    root_of = np.arange(2 * n - 1)
+
+    def root(i):
+        while root_of[i] != i:
+            root_of[i] = root_of[root_of[i]]
+            i = root_of[i]
+        return i
+
+    children = np.empty((n_merges, 2), dtype=np.int64)
+    heights = np.empty(n_merges)
+    m = 0
+    for e in np.argsort(weights, kind="stable"):
+        if m == n_merges:
+            break
+        a, b = root(int(rows[e])), root(int(cols[e]))
+        if a == b:
+            continue
+        root_of[a] = root_of[b] = n + m
+        children[m] = (min(a, b), max(a, b))
+        heights[m] = weights[e]
+        m += 1
+    return children[:m], heights[:m]
+
+
+def _ward_costs(sums, sizes, k, others):
+    """Ward's merge costs of cluster k with each of ``others``: n_k n_c / (n_k + n_c)
+    times the squared distance of their centroids."""
+    size_k, size_c = sizes[k], sizes[others]
+    gaps = sums[k] / size_k - sums[others] / size_c[:, None]
+    return size_k * size_c / (size_k + size_c) * np.einsum("ij,ij->i", gaps, gaps)
+
+
+def _heap_merges(X, method, rows, cols, weights, n_merges):
+    """Ward, complete and average linkage through a graph (:func:`graph_linkage`).
+
+    ``links[c]`` maps each live neighbour of cluster c to their linkage; the heap holds
+    (linkage, larger id, smaller id) of every adjacent pair, and entries of a cluster
+    that has since merged are dropped when they surface."""
+    n = X.shape[0]
+    ward = method == "ward"
+    sizes = np.zeros(2 * n - 1)
+    sizes[:n] = 1.0
+    alive = np.zeros(2 * n - 1, dtype=bool)
+    alive[:n] = True
+    if ward:
+        sums = np.zeros((2 * n - 1, X.shape[1]))
+        sums[:n] = X
+        gaps = X[rows] - X[cols]
+        weights = 0.5 * np.einsum("ij,ij->i", gaps, gaps)
+    links: list[dict[int, float] | None] = [{} for _ in range(n)]
+    for r, c, w in zip(rows.tolist(), cols.tolist(), weights.tolist(), strict=True):
+        links[r][c] = w
+        links[c][r] = w
+    heap = [(w, a, b) for a in range(n) for b, w in links[a].items() if b < a]
+    heapq.heapify(heap)
+    children = np.empty((n_merges, 2), dtype=np.int64)
+    heights = np.empty(n_merges)
+    m = 0
+    while m < n_merges and heap:
+        w, a, b = heapq.heappop(heap)
+        if not (alive[a] and alive[b]):
+            continue
+        k = n + m
+        children[m] = (b, a)
+        heights[m] = w
+        m += 1
+        alive[a] = alive[b] = False
+        alive[k] = True
+        sizes[k] = sizes[a] + sizes[b]
+        link_a, link_b = links[a], links[b]
+        links[a] = links[b] = None
+        if ward:
+            sums[k] = sums[a] + sums[b]
+            neighbours = sorted((set(link_a) | set(link_b)) - {a, b})
+            costs = _ward_costs(sums, sizes, k, np.array(neighbours, dtype=np.int64))
+            merged = dict(zip(neighbours, costs.tolist(), strict=True))
+        else:
+            merged = {c: d for c, d in link_a.items() if alive[c]}
+            na, nb = sizes[a], sizes[b]
+            for c, d in link_b.items():
+                if not alive[c]:
+                    continue
+                if c not in merged:
+                    merged[c] = d
+                elif method == "complete":
+                    merged[c] = max(merged[c], d)
+                else:
+                    merged[c] = (na * merged[c] + nb * d) / (na + nb)
+        links.append(merged)
+        for c, d in merged.items():
+            neighbour = links[c]
+            neighbour.pop(a, None)
+            neighbour.pop(b, None)
+            neighbour[k] = d
+            heapq.heappush(heap, (d, k, c))
+    if ward:
+        heights[:m] = np.sqrt(2.0 * heights[:m])
+    return children[:m], heights[:m]
 
 
 def cut_tree(children: np.ndarray, n_leaves: int, n_clusters: int) -> np.ndarray:

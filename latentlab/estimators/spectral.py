@@ -16,6 +16,7 @@ from latentlab._settings import (
     Options,
     RandomState,
     Real,
+    Verbose,
 )
 from latentlab._validation import check_data, check_n_components, check_symmetric
 from latentlab.closed_form import kmeans as km
@@ -426,6 +427,11 @@ default="auto"
         Parallel jobs of the host kernels and neighbour searches.
     random_state : int, RandomState or None, default=None
         Seeds k-means++ and the ARPACK start vector or Lanczos start block.
+    verbose : int or bool, default=False
+        Print how the labels are assigned and, for k-means, each restart's
+        initialisation, the inertia after every Lloyd iteration and why it stopped.
+        The restarts then run one Lloyd step per compiled call (so that each step
+        can be reported) instead of all in one program: the same iterations, slower.
     dtype : {"float64", "float32"}, default="float64"
 
     Attributes
@@ -462,6 +468,7 @@ default="auto"
         "degree": Real(0, None, finite=True),
         "coef0": Real(finite=True),
         "kernel_params": InstanceOf(dict, "a dict") | None,
+        "verbose": Verbose(),
     }
 
     def __init__(
@@ -481,10 +488,12 @@ default="auto"
         kernel_params=None,
         n_jobs=None,
         random_state=None,
+        verbose=False,
         dtype="float64",
     ):
         self.eigen_tol = eigen_tol
         self.assign_labels = assign_labels
+        self.verbose = verbose
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
@@ -518,6 +527,8 @@ default="auto"
         self.embedding_ = embedding
         self.affinity_matrix_ = matrix
         self.solver_ = solver
+        if self.verbose:
+            print(f"Computing label assignment using {self.assign_labels}")
         if self.assign_labels != "kmeans":
             seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
             if self.assign_labels == "discretize":
@@ -535,16 +546,69 @@ default="auto"
             check_random_state(self.random_state), int(self.n_init), int(self.n_clusters)
         )
         with self._precision():
-            result = call(
-                km.kmeans,
-                embedding.size * self.n_clusters,
-                to_device(embedding),
-                jax.random.PRNGKey(0),  # unused: k-means++ draws ``uniforms``
-                n_clusters=int(self.n_clusters),
-                n_init=int(self.n_init),
-                uniforms=to_device(uniforms),
-            )
+            if self.verbose:
+                result = _reported_kmeans(embedding, int(self.n_clusters), uniforms)
+            else:
+                result = call(
+                    km.kmeans,
+                    embedding.size * self.n_clusters,
+                    to_device(embedding),
+                    jax.random.PRNGKey(0),  # unused: k-means++ draws ``uniforms``
+                    n_clusters=int(self.n_clusters),
+                    n_init=int(self.n_init),
+                    uniforms=to_device(uniforms),
+                )
             self.labels_ = np.array(result.labels, dtype=np.int64, copy=True)
             self.cluster_centers_ = to_numpy(result.centers)
             self.inertia_ = float(result.inertia)
         return self
+
+
+# km.kmeans's defaults, which the reported run repeats step by step
+_KMEANS_MAX_ITER = 300
+_KMEANS_TOL = 1e-4
+
+
+def _reported_kmeans(embedding, n_clusters, uniforms):
+    """``km.kmeans`` with one k-means++ restart per row of ``uniforms``, the lowest
+    inertia kept, printing each restart's progress: the seeding (a call with no Lloyd
+    iteration, which also gives the labels of the seeds), then one compiled Lloyd
+    iteration per call, stopped by the rule of :func:`latentlab.closed_form.kmeans.
+    lloyd` (labels unchanged, summed squared centre shift within ``tol`` times the
+    mean feature variance, or ``max_iter``)."""
+    X = to_device(embedding)
+    work = embedding.size * n_clusters
+    key = jax.random.PRNGKey(0)  # unused: k-means++ draws ``uniforms`` / ``init``
+    tol = _KMEANS_TOL * float(np.mean(np.var(embedding, axis=0)))
+    best = None
+    for draws in uniforms:
+        seeded = call(
+            km.kmeans,
+            work,
+            X,
+            key,
+            n_clusters=n_clusters,
+            max_iter=0,
+            uniforms=to_device(draws[None]),
+        )
+        print("Initialization complete")
+        centers, previous, before = seeded.centers, None, np.asarray(seeded.labels)
+        for iteration in range(1, _KMEANS_MAX_ITER + 1):
+            result = call(km.kmeans, work, X, key, n_clusters=n_clusters, max_iter=1, init=centers)
+            print(f"Iteration {iteration}, inertia {float(result.inertia):.6g}.")
+            shift = float(np.sum((np.asarray(result.centers) - np.asarray(centers)) ** 2))
+            # this iteration's assignment is the previous call's labels (``before``)
+            unchanged = previous is not None and np.array_equal(before, previous)
+            centers, previous, before = result.centers, before, np.asarray(result.labels)
+            if unchanged:
+                print(f"Converged at iteration {iteration}: strict convergence.")
+                break
+            if shift <= tol:
+                print(
+                    f"Converged at iteration {iteration}: center shift {shift:.6g} within "
+                    f"tolerance {tol:.6g}."
+                )
+                break
+        if best is None or float(result.inertia) < float(best.inertia):
+            best = result
+    return best
