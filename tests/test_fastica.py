@@ -158,6 +158,19 @@ def test_stopping_at_max_iter_warns():
     assert est.n_iter_ == 1
 
 
+def test_eigh_whitening_of_rank_deficient_data_warns_and_svd_does_not():
+    # a fifth feature that is the sum of two others: the centred scatter has an
+    # eigenvalue at round-off level, which eigh cannot resolve (scikit-learn warns too)
+    collinear = np.c_[X, X[:, 0] + X[:, 1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match="small singular values.*whiten_solver='svd'"):
+            latentlab.FastICA(3, whiten_solver="eigh", w_init=W_INIT).fit(collinear)
+        warnings.simplefilter("error", UserWarning)
+        latentlab.FastICA(3, whiten_solver="svd", w_init=W_INIT).fit(collinear)
+        latentlab.FastICA(3, whiten_solver="eigh", w_init=W_INIT).fit(X)  # full rank
+
+
 @pytest.mark.parametrize(
     "settings, data, match",
     [

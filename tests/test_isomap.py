@@ -198,3 +198,35 @@ def test_arpack_is_the_iterative_solver(fits):
     np.testing.assert_allclose(
         align(arpack.embedding_, ours.embedding_), ours.embedding_, atol=1e-8
     )
+
+
+def test_float32_data_give_float32_embedding_as_sklearn(fits):
+    # scikit-learn keeps float32: embedding_, dist_matrix_ and the kernel's eigenvalues,
+    # and transform of float32 data.  Ours are computed in float64 from the values
+    # float32 holds and rounded once, so they equal that fit's rounded.
+    X32 = X.astype(np.float32)
+    ours = latentlab.Isomap(n_neighbors=10).fit(X32)
+    ref = manifold.Isomap(n_neighbors=10).fit(X32)
+    exact = latentlab.Isomap(n_neighbors=10).fit(X32.astype(np.float64))
+    for name in ("embedding_", "dist_matrix_", "eigenvalues_", "kernel_column_means_"):
+        assert getattr(ours, name).dtype == np.float32, name
+        np.testing.assert_array_equal(getattr(ours, name), getattr(exact, name).astype(np.float32))
+    assert ref.embedding_.dtype == ref.dist_matrix_.dtype == np.float32
+    np.testing.assert_allclose(align(ours.embedding_, ref.embedding_), ref.embedding_, atol=1e-4)
+    # transform: float32 only for float32 data on a float32 fit (scikit-learn's dtypes)
+    new32 = X_NEW.astype(np.float32)
+    assert ours.fit_transform(X32).dtype == ref.transform(new32).dtype == np.float32
+    assert ours.transform(new32).dtype == np.float32
+    assert ours.transform(X_NEW).dtype == ref.transform(X_NEW).dtype == np.float64
+    assert fits[0].transform(new32).dtype == fits[1].transform(new32).dtype == np.float64
+    np.testing.assert_allclose(ours.transform(new32), exact.transform(new32), rtol=0, atol=1e-5)
+    # reconstruction_error is taken in float64 (its difference cancels), from the
+    # float32-rounded eigenvalues: 3.6e-5 from the float64 fit's 0.2507515, where
+    # scikit-learn's float32 value (0.2507115) is 1.6e-4 away
+    error = exact.reconstruction_error()
+    assert ours.reconstruction_error() == pytest.approx(error, rel=1e-4)
+    assert abs(ours.reconstruction_error() - error) <= abs(ref.reconstruction_error() - error)
+    # integer data are not kept: float64
+    assert latentlab.Isomap(n_neighbors=10).fit(np.rint(X * 10).astype(int)).embedding_.dtype == (
+        np.float64
+    )

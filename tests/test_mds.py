@@ -281,3 +281,20 @@ def test_deprecated_spellings_still_work_with_a_future_warning(classical):
         latentlab.MDS(n_components=2, metric=False, max_iter=5).fit(X)
     with pytest.raises(ValueError, match="shape"):
         latentlab.MDS(n_components=2, algorithm="smacof").fit(X, init=np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("algorithm", ["classical", "smacof"])
+def test_float32_data_give_float64_embedding_as_sklearn(algorithm):
+    # scikit-learn's MDS and ClassicalMDS do not keep float32 (their embedding_ and
+    # eigenvalues_ are float64 for float32 data); ours neither, and the fit is the one
+    # of the float64 values float32 holds
+    X32 = X.astype(np.float32)
+    reference = ClassicalMDS(n_components=2) if algorithm == "classical" else None
+    settings = dict(n_components=2, algorithm=algorithm, random_state=0)
+    ours = latentlab.MDS(**settings).fit(X32)
+    exact = latentlab.MDS(**settings).fit(X32.astype(np.float64))
+    if reference is not None:
+        assert reference.fit(X32).embedding_.dtype == np.float64
+    assert ours.embedding_.dtype == np.float64
+    np.testing.assert_array_equal(ours.embedding_, exact.embedding_)
+    assert ours.transform(X_NEW.astype(np.float32)).dtype == np.float64

@@ -1,4 +1,5 @@
-"""NMF against scikit-learn from the same starts, and KL-NMF against pLSA (one KL update)."""
+"""NMF against scikit-learn from the same starts, KL-NMF against pLSA (one KL update), and
+the other beta-divergences against their definition and scikit-learn's updates."""
 
 import warnings
 
@@ -221,7 +222,11 @@ def test_transform_and_inverse_transform_as_sklearn():
         (dict(init="custom"), dict(W=W0[:5], H=H0), r"W must have shape \(60, 3\)"),
         (dict(init="custom"), dict(W=-W0, H=H0), "W contains negative"),
         (dict(solver="cd", beta_loss=KL), dict(), "solver='cd' handles beta_loss='frobenius'"),
-        (dict(beta_loss="itakura-saito", solver="mu"), dict(), "Unknown beta_loss"),
+        (dict(beta_loss="euclidean", solver="mu"), dict(), "Unknown beta_loss"),
+        (dict(beta_loss=float("inf"), solver="mu"), dict(), "beta_loss"),
+        (dict(solver="cd", beta_loss=0.5), dict(), "solver='cd' handles beta_loss='frobenius'"),
+        (dict(beta_loss="itakura-saito", solver="mu"), dict(), "infinite where X is 0"),
+        (dict(beta_loss=-0.5, solver="mu"), dict(), "cannot fit X with zeros"),
         (dict(solver="als"), dict(), "Unknown solver"),
         (dict(init="svd"), dict(), "Unknown init"),
         (dict(l1_ratio=2.0), dict(), "l1_ratio must be in"),
@@ -264,3 +269,166 @@ def test_float32_data_give_float32_factors(solver):
     assert fit32.transform(X.astype(np.float32)).dtype == np.float32
     ints = latentlab.NMF(3, solver=solver, random_state=0).fit(np.rint(X * 10).astype(np.int32))
     assert ints.components_.dtype == np.float64
+
+
+# -- the other beta-divergences (Fevotte & Idier 2011) ------------------------------------
+
+BETAS = [0, 0.5, 1.5, 2.5, "itakura-saito"]
+# a planted positive rank-2 model with multiplicative noise: no zeros (beta <= 0 allowed),
+# and the multiplicative updates reach a fixed point within a few thousand iterations
+_PLANTED = np.random.default_rng(1)
+XS = (
+    _PLANTED.gamma(2.0, 1.0, (30, 2))
+    @ _PLANTED.gamma(2.0, 1.0, (2, 10))
+    * _PLANTED.gamma(20.0, 1 / 20, (30, 10))
+)
+WS0 = _PLANTED.uniform(0.5, 1.5, (30, 2))
+HS0 = _PLANTED.uniform(0.5, 1.5, (2, 10))
+
+
+def _beta(beta):
+    return {"itakura-saito": 0.0}.get(beta, beta)
+
+
+def _beta_divergence_reference(X, WH, beta):
+    """D_beta(X || WH) entry by entry from its definition (Fevotte & Idier 2011, eq. 3-4),
+    for X > 0: the limits beta = 1 (KL) and beta = 0 (Itakura-Saito) written out."""
+    beta = _beta(beta)
+    if beta == 0:
+        return np.sum(X / WH - np.log(X / WH) - 1)
+    if beta == 1:
+        return np.sum(X * np.log(X / WH) - X + WH)
+    return np.sum(
+        (X**beta + (beta - 1) * WH**beta - beta * X * WH ** (beta - 1)) / (beta * (beta - 1))
+    )
+
+
+def _gradient_parts(X, W, H, beta):
+    """The two non-negative parts of the divergence's gradient in W and in H,
+    ``grad = denominator - numerator`` (the multiplicative update's ratio)."""
+    beta = _beta(beta)
+    WH = W @ H
+    numerator, denominator = X * WH ** (beta - 2), WH ** (beta - 1)
+    return (numerator @ H.T, denominator @ H.T), (W.T @ numerator, W.T @ denominator)
+
+
+@pytest.mark.parametrize("beta", BETAS)
+def test_beta_divergence_fit_reaches_sklearns_objective_from_the_same_start(beta):
+    # scikit-learn's algorithm (Fevotte & Idier's MM updates, its stopping rule): from
+    # the same start the same iterates, so a converged fit is at least as good
+    settings = dict(n_components=2, init="custom", solver="mu", beta_loss=beta)
+    settings.update(tol=1e-10, max_iter=5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = decomposition.NMF(**settings)
+        ref_W = ref.fit_transform(XS, W=WS0.copy(), H=HS0.copy())
+        ours = latentlab.NMF(**settings)
+        W = ours.fit_transform(XS, W=WS0, H=HS0)
+    assert ours.reconstruction_err_ <= ref.reconstruction_err_ * (1 + 1e-10)
+    assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-10)
+    assert ours.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(W, ref_W, rtol=1e-7)
+    np.testing.assert_allclose(ours.components_, ref.components_, rtol=1e-7)
+    # reconstruction_err_ is sqrt(2 D_beta) at the returned factors, from the definition
+    divergence = _beta_divergence_reference(XS, W @ ours.components_, beta)
+    assert ours.reconstruction_err_ == pytest.approx(np.sqrt(2 * divergence), rel=1e-10)
+
+
+def test_beta_divergence_with_zeros_in_x_as_sklearn():
+    # beta > 0 accepts zeros: their terms in X vanish (0 * WH^(beta-1) = 0), WH^beta
+    # stays; from scikit-learn's nndsvda start, after scikit-learn's iterations and
+    # stopping rule, the same fit.  X is padded to a bucket inside: the padding must
+    # change nothing (beta = 0.5 raises WH = 0 there to a negative power).
+    sparse = np.where(X[:, :12] < 4, 0.0, X[:, :12])
+    assert np.mean(sparse == 0) > 0.05
+    for beta in (0.5, 2.5):
+        settings = dict(n_components=K, solver="mu", beta_loss=beta, random_state=0)
+        settings.update(init="nndsvda", max_iter=400)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            ref = decomposition.NMF(**settings)
+            ref_W = ref.fit_transform(sparse)
+            ours = latentlab.NMF(**settings)
+            W = ours.fit_transform(sparse)
+        assert ours.n_iter_ == ref.n_iter_
+        assert ours.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-8)
+        np.testing.assert_allclose(W, ref_W, rtol=1e-6, atol=1e-10)
+
+
+@pytest.mark.parametrize("beta", [-1.2, 0, 0.2, 0.5, 1.5, 2.5, 3.0])
+def test_beta_divergence_updates_never_increase_the_penalised_objective(beta):
+    # Fevotte & Idier's exponent gamma(beta) makes each update a maximisation-
+    # minimisation step: the penalised objective never rises, one iteration at a time
+    alpha, l1_ratio = 0.05, 0.5
+    n, d = XS.shape
+    W, H = WS0.copy(), HS0.copy()
+    settings = dict(n_components=2, init="custom", solver="mu", beta_loss=beta, tol=0.0)
+    settings.update(max_iter=1, alpha_W=alpha, l1_ratio=l1_ratio)
+    trace = []
+    for _ in range(40):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est = latentlab.NMF(**settings)
+            W = est.fit_transform(XS, W=W, H=H)
+        H = est.components_
+        trace.append(
+            _beta_divergence_reference(XS, W @ H, beta)
+            + alpha * l1_ratio * (d * W.sum() + n * H.sum())
+            + 0.5 * alpha * (1 - l1_ratio) * (d * np.sum(W**2) + n * np.sum(H**2))
+        )
+    trace = np.array(trace)
+    assert np.all(np.diff(trace) <= 1e-12 * np.abs(trace[1:]))
+    assert trace[-1] < 0.99 * trace[0]  # and the fit does move
+
+
+@pytest.mark.parametrize("beta", BETAS)
+def test_beta_divergence_fit_is_a_fixed_point_of_its_update(beta):
+    # at convergence the multiplicative update's ratio is 1 wherever a factor is
+    # positive: the divergence's gradient there is 0 (KKT, Fevotte & Idier 2011 sec. 4)
+    est = latentlab.NMF(2, init="custom", solver="mu", beta_loss=beta, tol=0.0, max_iter=3000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        W = est.fit_transform(XS, W=WS0, H=HS0)
+    H = est.components_
+    assert np.all(W > 0) and np.all(H > 0)  # an interior optimum here
+    (num_W, den_W), (num_H, den_H) = _gradient_parts(XS, W, H, beta)
+    np.testing.assert_allclose(num_W / den_W, 1.0, atol=1e-8)
+    np.testing.assert_allclose(num_H / den_H, 1.0, atol=1e-8)
+    # the gradient itself, on the scale of its parts
+    assert np.max(np.abs(den_W - num_W)) < 1e-8 * np.max(den_W)
+    assert np.max(np.abs(den_H - num_H)) < 1e-8 * np.max(den_H)
+
+
+def test_beta_divergence_transform_as_sklearn():
+    settings = dict(n_components=2, init="custom", solver="mu", beta_loss=1.5)
+    settings.update(tol=1e-6, max_iter=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = decomposition.NMF(**settings)
+        ref.fit(XS, W=WS0.copy(), H=HS0.copy())
+        ours = latentlab.NMF(**settings).fit(XS, W=WS0, H=HS0)
+        Xnew = XS[:7] * 1.1
+        np.testing.assert_allclose(ours.transform(Xnew), ref.transform(Xnew), rtol=1e-7)
+
+
+def test_every_beta_shares_one_compiled_program():
+    # beta is an input of the compiled loop, not a static setting: after one fit of
+    # the beta-divergence, the others compile nothing
+    from compile_counter import count_compiles
+
+    settings = dict(n_components=2, init="custom", solver="mu", max_iter=20, tol=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        latentlab.NMF(beta_loss=0.5, **settings).fit(XS, W=WS0, H=HS0)
+        with count_compiles() as compiles:
+            for beta in (-1.0, 0.0, 1.5, 2.5, 3.0, "itakura-saito"):
+                latentlab.NMF(beta_loss=beta, **settings).fit(XS, W=WS0, H=HS0)
+    assert compiles() == 0
+
+
+def test_beta_divergence_float32_data_give_float32_factors():
+    X32 = XS.astype(np.float32)
+    est = latentlab.NMF(2, solver="mu", beta_loss=0.5, random_state=0, max_iter=300)
+    W = est.fit_transform(X32)
+    assert W.dtype == np.float32 and est.components_.dtype == np.float32
+    assert np.all(np.isfinite(W)) and est.transform(X32).dtype == np.float32

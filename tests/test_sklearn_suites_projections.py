@@ -25,11 +25,6 @@ SUITES = {
     ),
 }
 
-BETA = (
-    "beta_loss={}: latentlab's NMF has the Frobenius (2) and Kullback-Leibler (1) losses "
-    "only, the other beta-divergences are not implemented"
-)
-
 # (suite key, "test_name", "test_name[param-id]" or a "prefix*") -> why it is not run.
 EXCLUDED: dict[tuple[str, str], str] = {
     # -- NMF
@@ -49,11 +44,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "equality of unconverged factors is not a fair comparison (tests/test_nmf.py "
         "compares converged fits)"
     ),
-    ("nmf", "test_nmf_minibatchnmf_equivalence[-0.5]"): BETA.format(-0.5),
-    ("nmf", "test_nmf_minibatchnmf_equivalence[0]"): BETA.format(0),
-    ("nmf", "test_nmf_minibatchnmf_equivalence[0.5]"): BETA.format(0.5),
-    ("nmf", "test_nmf_minibatchnmf_equivalence[1.5]"): BETA.format(1.5),
-    ("nmf", "test_nmf_minibatchnmf_equivalence[2.5]"): BETA.format(2.5),
     ("nmf", "test_nmf_minibatchnmf_equivalence[1]"): (
         "compares with scikit-learn's MiniBatchNMF iterates at tol=0 after max_iter steps: "
         "latentlab's Kullback-Leibler multiplicative update is the exact EM step "
@@ -66,10 +56,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ),
     # -- FastICA
     ("ica", "test_fastica_convergence_fail"): MESSAGE,
-    ("ica", "test_fastica_eigh_low_rank_warning"): (
-        "expects a UserWarning 'There are some small singular values' from the eigh "
-        "whitening of rank-2 data; latentlab does not warn there (missing warning)"
-    ),
     # -- LinearDiscriminantAnalysis
     ("lda", "test_lda_predict"): (
         "its last part expects NotImplementedError for shrinkage with solver='svd'; "

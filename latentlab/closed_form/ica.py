@@ -30,6 +30,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from latentlab.closed_form._linalg import eigh_descending
+from latentlab.closed_form.pca import scatter_about_mean
 from latentlab.closed_form.whitening import principal_whitening
 from latentlab.inference.programs import program
 
@@ -60,6 +62,8 @@ class ICAFit(NamedTuple):
     unmixing: jax.Array  # (k, k) W, the rotation of the whitened data
     n_iter: jax.Array  # () iterations (the most any component needed, for deflation)
     converged: jax.Array  # () bool: every component reached tol
+    # () bool, whiten_solver="eigh": the scatter has eigenvalues at its round-off level
+    small_singular_values: jax.Array
 
 
 # g and E[g'] over the last axis, for G(u) = log cosh(alpha u) / alpha, -exp(-u^2/2), u^4/4
@@ -311,11 +315,23 @@ def fastica(
     or False (X is used as it is: not centred, k = d).  ``fun_args`` is a dict of
     numbers passed to the contrast (``alpha`` for logcosh); ``max_iter`` and ``tol`` are
     traced, so changing them does not recompile.
+
+    ``small_singular_values`` (``whiten_solver="eigh"``): some eigenvalue of the
+    centred scatter ``Xc^T Xc`` is below ``d eps`` times the largest, the accuracy of
+    its eigendecomposition; the singular values of Xc there (their square roots) are
+    round-off, and the SVD of Xc would resolve them (scikit-learn warns on the same
+    condition, with an absolute threshold ``10 eps``).
     """
     n, d = X.shape
     g = contrast(fun)
+    small_singular_values = jnp.asarray(False)
     if whiten:
         white = principal_whitening(X, n_components, solver=whiten_solver, ddof=0)
+        if whiten_solver == "eigh":
+            # the whitening's own scatter and eigh: XLA computes them once for both
+            eigenvalues, _ = eigh_descending(scatter_about_mean(X)[1])
+            floor = d * jnp.finfo(X.dtype).eps * jnp.maximum(eigenvalues[0], 0.0)
+            small_singular_values = eigenvalues[-1] <= floor
         # scikit-learn's signs: the first entry of every principal axis positive
         signs = jnp.where(white.matrix[0] < 0, -1.0, 1.0).astype(X.dtype)
         matrix, mean = white.matrix * signs, white.mean
@@ -348,4 +364,5 @@ def fastica(
         unmixing=W,
         n_iter=n_iter,
         converged=converged,
+        small_singular_values=small_singular_values,
     )

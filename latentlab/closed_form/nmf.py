@@ -2,9 +2,13 @@
 
 Losses and solvers, with scikit-learn's objective (so that fits can be compared)::
 
-    frobenius:         0.5 ||X - W H||_F^2
-    kullback-leibler:  sum_ij X log(X / WH) - X + WH          (generalised KL)
-    penalty:           l1_W |W|_1 + 0.5 l2_W ||W||_F^2 + (the same for H)
+    frobenius (beta = 2):  0.5 ||X - W H||_F^2
+    kullback-leibler (1):  sum_ij X log(X / WH) - X + WH          (generalised KL)
+    itakura-saito (0):     sum_ij X / WH - log(X / WH) - 1
+    any other beta:        sum_ij (X^b + (b - 1) WH^b - b X WH^(b - 1)) / (b (b - 1))
+    penalty:               l1_W |W|_1 + 0.5 l2_W ||W||_F^2 + (the same for H)
+
+(the beta-divergences of Fevotte & Idier 2011, eq. 3-4; beta = 1 and 0 are its limits).
 
 * ``"mu"``, Frobenius: Lee & Seung's (2001) multiplicative updates, W then H, with the
   penalties in the denominators (Fevotte & Idier 2011).
@@ -18,6 +22,15 @@ Losses and solvers, with scikit-learn's objective (so that fits can be compared)
   ``W = diag(N) theta``, ``H = Phi`` (Gaussier & Goutte 2005): the same iterates.  With
   penalties, and for ``transform`` (H fixed), Lee & Seung's alternating updates, with
   the penalties in the denominators.
+* ``"mu"``, any other beta (``loss="beta"``, beta a traced input: one program for every
+  beta): Fevotte & Idier's (2011) maximisation-minimisation updates,
+  ``W <- W * ((X * WH^(beta-2)) H^T / (WH^(beta-1) H^T + penalties))^gamma`` and the
+  same for H, with their exponent ``gamma = 1 / (2 - beta)`` for beta < 1,
+  ``1 / (beta - 1)`` for beta > 2 and 1 between (their Table 2), which makes every
+  update non-increasing.  As scikit-learn: the data terms skip entries with
+  ``X <= eps``, ``WH`` is raised to at least ``eps`` before a negative power, and for
+  beta < 1 entries of W (and of H) below float64's epsilon are set to 0 after each
+  update.
 * ``"cd"`` (Frobenius only): cyclic coordinate descent, one column of W (then of
   H^T) at a time (Cichocki & Phan 2009; Hsieh & Dhillon 2011), each a closed-form
   projected Newton step for all rows at once.
@@ -50,6 +63,8 @@ __all__ = [
     "NMFFit",
     "kl_multiplicative_terms",
     "divergence",
+    "beta_divergence",
+    "mm_exponent",
     "nndsvd",
     "penalised_objective",
     "fit_nmf",
@@ -57,6 +72,8 @@ __all__ = [
 
 # A zero denominator becomes float32's machine epsilon, as in scikit-learn.
 _EPSILON = float(np.finfo(np.float32).eps)
+# beta < 1: factor entries below this become 0 after each update (scikit-learn's guard)
+_FLOAT64_EPSILON = float(np.finfo(np.float64).eps)
 _CHECK_EVERY = 10  # "mu": the loss is read every 10 iterations (it costs an iteration)
 _UNROLL_MAX = 16  # "cd": sweeps over at most this many components are unrolled
 # accelerate: a factor's passes stop when one moves it by less than this times the first
@@ -97,15 +114,62 @@ def kl_multiplicative_terms(W, H, X):
     return W * (ratio @ H.T), H * (W.T @ ratio), safe
 
 
-def divergence(X, W, H, loss: str):
-    """The loss at (W, H): 0.5 ||X - WH||^2, or the generalised KL divergence (0 log 0 = 0)."""
+def divergence(X, W, H, loss: str, beta=None, real=None):
+    """The loss at (W, H): 0.5 ||X - WH||^2, the generalised KL divergence (0 log 0 =
+    0), or (``loss="beta"``) the beta-divergence of :func:`beta_divergence`."""
     if loss == "frobenius":
         return 0.5 * jnp.sum((X - W @ H) ** 2)
+    if loss == "beta":
+        return beta_divergence(X, W @ H, beta, real)
     WH = W @ H
     observed = X > 0
     safe = jnp.where(observed, WH, 1.0)
     data = jnp.where(observed, X * jnp.log(jnp.where(observed, X, 1.0) / safe), 0.0)
     return jnp.sum(data) - jnp.sum(X) + jnp.sum(WH)
+
+
+def _real_entries(X, real):
+    """The (rows, columns) mask of X's entries that are data, not padding: ``real`` is
+    the unpadded shape (traced), None for all of X."""
+    if real is None:
+        return jnp.ones(X.shape, bool)
+    rows = jnp.arange(X.shape[0]) < real[0]
+    columns = jnp.arange(X.shape[1]) < real[1]
+    return rows[:, None] & columns[None, :]
+
+
+def beta_divergence(X, WH, beta, real=None):
+    """scikit-learn's beta-divergence ``D_beta(X || WH)`` for beta other than 1 and 2
+    (traced; beta = 0 is Itakura-Saito).
+
+    The terms in X are summed where ``X > eps`` only (``0^(beta - 1)`` counts as 0),
+    with ``WH`` raised to ``eps`` there; ``sum WH^beta`` runs over every entry, and
+    Itakura-Saito's ``-1`` per entry over all ``n d`` of them.  ``real`` (the unpadded
+    shape) leaves padding out of every sum.
+    """
+    entries = _real_entries(X, real)
+    observed = entries & (X > _EPSILON)
+    x = jnp.where(observed, X, 1.0)
+    wh = jnp.where(observed, jnp.maximum(WH, _EPSILON), 1.0)
+    ratio = x / wh
+    itakura_saito = jnp.sum(jnp.where(observed, ratio - jnp.log(ratio), 0.0)) - jnp.sum(entries)
+    beta_safe = jnp.where(beta == 0, 0.5, beta)  # the general formula's 0/0 at beta = 0
+    # 0^beta: 0 for beta > 0, and X has no zeros for beta < 0 (the estimator refuses
+    # them), so only padding has X = WH = 0 there
+    counted = entries & ((X > 0) | (WH > 0))
+    powers = jnp.where(counted, jnp.where(counted, WH, 1.0) ** beta_safe, 0.0)
+    general = (
+        jnp.sum(jnp.where(observed, x**beta_safe - beta_safe * x * wh ** (beta_safe - 1), 0.0))
+        + (beta_safe - 1) * jnp.sum(powers)
+    ) / (beta_safe * (beta_safe - 1))
+    return jnp.where(beta == 0, itakura_saito, general)
+
+
+def mm_exponent(beta):
+    """Fevotte & Idier's (2011, Table 2) exponent gamma(beta) of the multiplicative
+    update that makes it a maximisation-minimisation step: ``1 / (2 - beta)`` for
+    beta < 1, ``1 / (beta - 1)`` for beta > 2, else 1."""
+    return jnp.where(beta < 1, 1.0 / (2.0 - beta), jnp.where(beta > 2, 1.0 / (beta - 1.0), 1.0))
 
 
 def penalised_objective(squared_X, W, H, WtX, penalties):
@@ -143,6 +207,39 @@ def _kl_em_step(X, W, H):
     A, B, _ = kl_multiplicative_terms(W, H, X)
     total = jnp.sum(B, axis=1, keepdims=True)
     return A, jnp.where(total > 0, B / jnp.where(total > 0, total, 1.0), H)
+
+
+def _beta_weights(X, WH, beta, entries):
+    """The multiplicative update's two weight matrices for the beta-divergence:
+    ``X * WH^(beta - 2)`` (numerator) and ``WH^(beta - 1)`` (denominator), the
+    divergence's gradient in WH being their difference.  As scikit-learn, ``WH`` is
+    raised to eps before a negative power; padding weighs 0."""
+    below_two = jnp.where(beta < 2, jnp.maximum(WH, _EPSILON), WH)
+    below_one = jnp.where(beta < 1, jnp.maximum(WH, _EPSILON), WH)
+    numerator = jnp.where(entries, X * below_two ** (beta - 2), 0.0)
+    denominator = jnp.where(entries, below_one ** (beta - 1), 0.0)
+    return numerator, denominator
+
+
+def _mm_step(F, numerator, denominator, gamma, beta, l1, l2):
+    """``F * (numerator / (denominator + l1 + l2 F))^gamma``, a zero denominator read as
+    eps; for beta < 1 entries below float64's epsilon become 0 (scikit-learn's guard)."""
+    ratio = numerator / _nonzero(denominator + l1 + l2 * F)
+    F = F * jnp.where(gamma == 1, ratio, ratio**gamma)
+    return jnp.where((beta < 1) & (F < _FLOAT64_EPSILON), 0.0, F)
+
+
+def _mu_beta_w(X, W, H, beta, gamma, entries, l1, l2):
+    """Fevotte & Idier's update of W (H fixed) for the beta-divergence, penalties in
+    the denominator."""
+    numerator, denominator = _beta_weights(X, W @ H, beta, entries)
+    return _mm_step(W, numerator @ H.T, denominator @ H.T, gamma, beta, l1, l2)
+
+
+def _mu_beta_h(X, W, H, beta, gamma, entries, l1, l2):
+    """Fevotte & Idier's update of H (W fixed) for the beta-divergence."""
+    numerator, denominator = _beta_weights(X, W @ H, beta, entries)
+    return _mm_step(H, W.T @ numerator, W.T @ denominator, gamma, beta, l1, l2)
 
 
 def _cd_sweep(Ht, WtW, WtX):
@@ -224,6 +321,8 @@ def fit_nmf(
     penalties,
     tol,
     max_iter,
+    beta=None,
+    real=None,
     *,
     loss: str,
     solver: str,
@@ -236,6 +335,11 @@ def fit_nmf(
     ``penalties`` is ``(l1_W, l1_H, l2_W, l2_H)``, already scaled as scikit-learn
     scales ``alpha_W``/``alpha_H`` (by the number of features and samples).
     ``max_iter`` is traced (changing it does not recompile).
+    ``loss`` is "frobenius", "kullback-leibler" or "beta": the beta-divergence for the
+    traced ``beta`` (any value but 1 and 2, which have the two losses above; one
+    program serves every beta), multiplicative updates only.  ``real``: the shape of X
+    without its zero padding (``loss="beta"`` leaves the padding out; the other losses
+    need not: zeros there are fixed points and add nothing); None: all of X.
     ``em_step`` (KL, ``"mu"``, H updated, no penalties): the simultaneous EM step of
     :func:`_kl_em_step` instead of the alternating updates.
     ``accelerate`` (Frobenius): each factor's update repeats its cheap pass on the
@@ -247,6 +351,10 @@ def fit_nmf(
     passes_W = _inner_passes(d, K, accelerate)
     passes_H = _inner_passes(n, K, accelerate)
     eye = jnp.eye(K, dtype=X.dtype)
+    if loss == "beta":
+        beta = jnp.asarray(beta, X.dtype)
+        gamma = mm_exponent(beta)
+        entries = _real_entries(X, real)
 
     def frobenius_update(H, W, l1, l2, passes, WtX):
         """H's update for W fixed (W's: the same on the transposes); ``WtX`` = W^T X."""
@@ -266,6 +374,11 @@ def fit_nmf(
         return W, H, violation
 
     def mu_iteration(W, H):
+        if loss == "beta":
+            W = _mu_beta_w(X, W, H, beta, gamma, entries, l1_W, l2_W)
+            if update_H:
+                H = _mu_beta_h(X, W, H, beta, gamma, entries, l1_H, l2_H)
+            return W, H
         if loss == "kullback-leibler":
             if em_step and update_H:
                 return _kl_em_step(X, W, H)
@@ -275,7 +388,7 @@ def fit_nmf(
         return W, H
 
     def error(W, H):  # scikit-learn's reconstruction error, sqrt(2 loss)
-        return jnp.sqrt(2.0 * jnp.maximum(divergence(X, W, H, loss), 0.0))
+        return jnp.sqrt(2.0 * jnp.maximum(divergence(X, W, H, loss, beta, real), 0.0))
 
     extrapolate = solver == "cd" and accelerate and update_H
     squared_X = jnp.sum(X * X) if extrapolate else None
@@ -343,7 +456,7 @@ def fit_nmf(
         return i, W, H, reference, current, done, points
 
     n_iter, W, H, _, _, done, _ = jax.lax.while_loop(cond, body, state)
-    return NMFFit(W, H, n_iter, divergence(X, W, H, loss), done)
+    return NMFFit(W, H, n_iter, divergence(X, W, H, loss, beta, real), done)
 
 
 # ----------------------------------------------------------------------------- starts

@@ -96,7 +96,10 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
         with ``random_state`` (NumPy's ``RandomState``, as scikit-learn).
     whiten_solver : {"svd", "eigh"}, default="svd"
         "svd": thin SVD of the centred data (robust when it is nearly rank-deficient);
-        "eigh": eigendecomposition of the d x d scatter (cheaper for n >> d).
+        "eigh": eigendecomposition of the d x d scatter (cheaper for n >> d); warns
+        (UserWarning, as scikit-learn) when the scatter has eigenvalues at its
+        round-off level (below ``n_features * eps`` times the largest): the singular
+        values there are lost, and "svd" is the accurate choice.
     random_state : int, RandomState or None, default=None
     dtype : {"float64", "float32"}, default="float64"
 
@@ -259,6 +262,15 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
                     self.__dict__.pop(name, None)
             self.n_iter_ = int(fit.n_iter)
             converged = bool(fit.converged)
+            small_singular_values = bool(fit.small_singular_values)
+        if small_singular_values:
+            warnings.warn(
+                "There are some small singular values: the centred X is rank-deficient "
+                "(or nearly), and whiten_solver='eigh' squares them into eigenvalues of "
+                "X^T X that are lost to round-off; whiten_solver='svd' resolves them",
+                UserWarning,
+                skip_file_prefixes=LATENTLAB_FILES,
+            )
         check_finite_fit(
             self,
             {"components_": self.components_},

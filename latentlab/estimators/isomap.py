@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from latentlab._docstrings import fill_doc
 from latentlab._settings import Callable, Dtype, InstanceOf, Integer, Options, RandomState, Real
 from latentlab._shapes import pad_rows
-from latentlab._validation import check_data, check_n_components
+from latentlab._validation import check_data, check_n_components, kept_float_dtype
 from latentlab.closed_form import isomap as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
@@ -237,7 +237,10 @@ class Isomap(
     Attributes
     ----------
     embedding_ : ndarray (n_samples, n_components)
-        Training coordinates ``sqrt(eigenvalues_) * eigenvectors``.
+        Training coordinates ``sqrt(eigenvalues_) * eigenvectors``.  float32 training
+        data give float32 ``embedding_``, ``eigenvalues_``, ``dist_matrix_`` and
+        ``kernel_column_means_`` (as scikit-learn), computed at ``dtype`` and rounded
+        once; ``transform`` then returns float32 for float32 input.
     eigenvalues_ : ndarray (n_components,)
         Top eigenvalues of the centred geodesic kernel, decreasing.
     dist_matrix_ : ndarray (n_samples, n_samples)
@@ -328,6 +331,11 @@ class Isomap(
     _pairwise_setting = "metric"
     _accepts_sparse = True
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
     def _on_device(self, X) -> bool:
         """Whether the neighbour graph is built by JAX (Euclidean distances of dense
         data) rather than by scikit-learn's ``NearestNeighbors`` on the host."""
@@ -350,6 +358,7 @@ class Isomap(
         ).fit(X)
 
     def _fit(self, X):
+        float32 = kept_float_dtype(X) == np.float32
         X = check_data(self, X, reset=True, allow_nan=False, min_samples=2, accept_sparse="csr")
         n = X.shape[0]
         precomputed = self.metric == "precomputed"
@@ -435,6 +444,9 @@ class Isomap(
         self.kernel_grand_mean_ = float(result.grand_mean)
         self.X_fit_ = X.copy()
         self.solver_ = solver
+        if float32:  # as scikit-learn: float32 data, float32 fitted arrays
+            for name in ("eigenvalues_", "embedding_", "dist_matrix_", "kernel_column_means_"):
+                setattr(self, name, getattr(self, name).astype(np.float32))
         return X
 
     @property
@@ -456,18 +468,21 @@ class Isomap(
         -dist_matrix_**2 / 2``: how much of the centred geodesic kernel the embedding
         leaves out (scikit-learn's definition)."""
         check_is_fitted(self)
-        G = -0.5 * self.dist_matrix_**2
+        # in float64 whatever the fit's dtype: the difference cancels
+        G = -0.5 * self.dist_matrix_.astype(np.float64) ** 2
         means = G.mean(axis=0)
         centred = G - means[None, :] - means[:, None] + means.mean()
-        residual = np.sum(centred**2) - np.sum(self.eigenvalues_**2)
+        residual = np.sum(centred**2) - np.sum(self.eigenvalues_.astype(np.float64) ** 2)
         return float(np.sqrt(max(residual, 0.0)) / G.shape[0])
 
     def transform(self, X):
         """Coordinates of new points: their geodesic distances to the training points
         through their graph neighbours (k nearest training points, or those within
         ``radius``), embedded by the MDS extension.  A training point is mapped to its
-        own ``embedding_`` row."""
+        own ``embedding_`` row.  float32 when both the training data and X are (as
+        scikit-learn), else float64."""
         check_is_fitted(self)
+        float32 = kept_float_dtype(X) == np.float32 and self.embedding_.dtype == np.float32
         X = check_data(self, X, reset=False, allow_nan=False, accept_sparse="csr")
         m = X.shape[0]
         if self.metric == "precomputed" and X.shape[1] != self.dist_matrix_.shape[0]:
@@ -488,18 +503,24 @@ class Isomap(
                 distances, indices = self.nbrs_.kneighbors(X, self.n_neighbors)
             rows = row_bucket(m)
             n = self.dist_matrix_.shape[0]
+            # a float32 fit's arrays are read at this estimator's precision
+            dtype = np.float32 if self.dtype == "float32" else np.float64
+            eigenvalues, embedding = (
+                np.asarray(a, dtype) for a in (self.eigenvalues_, self.embedding_)
+            )
             Z = call(
                 cf.isomap_transform,
                 rows * n * distances.shape[1],
                 jnp.asarray(pad_rows(distances, rows)),
                 jnp.asarray(pad_rows(indices, rows)),
-                to_device(self.dist_matrix_),
-                jnp.asarray(self.eigenvalues_),
-                jnp.asarray(self.embedding_ / np.sqrt(self.eigenvalues_)),
-                jnp.asarray(self.kernel_column_means_),
+                to_device(np.asarray(self.dist_matrix_, dtype)),
+                jnp.asarray(eigenvalues),
+                jnp.asarray(embedding / np.sqrt(eigenvalues)),
+                jnp.asarray(np.asarray(self.kernel_column_means_, dtype)),
                 jnp.asarray(self.kernel_grand_mean_),
             )
-            return to_numpy(Z[:m])
+            Z = to_numpy(Z[:m])
+        return Z.astype(np.float32) if float32 else Z
 
 
 def _refuse_lonely_rows(counts, radius):

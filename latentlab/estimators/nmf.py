@@ -31,8 +31,8 @@ __all__ = ["NMF"]
 
 INITS = ("random", "nndsvd", "nndsvda", "nndsvdar", "custom")
 SOLVERS = ("cd", "mu")
-LOSSES = {"frobenius": "frobenius", 2: "frobenius", "kullback-leibler": "kullback-leibler"}
-LOSSES[1] = "kullback-leibler"
+# beta_loss names, as scikit-learn's: the beta of each
+LOSS_NAMES = {"frobenius": 2.0, "kullback-leibler": 1.0, "itakura-saito": 0.0}
 # Inputs up to this many entries are padded to row and column buckets (see _run).
 PAD_MAX_ENTRIES = 1 << 18
 
@@ -45,9 +45,13 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         loss(X, W H) + alpha_W * l1_ratio * d * |W|_1 + 0.5 * alpha_W * (1 - l1_ratio) * d * ||W||^2
                      + alpha_H * l1_ratio * n * |H|_1 + 0.5 * alpha_H * (1 - l1_ratio) * n * ||H||^2
 
-    for ``n`` samples and ``d`` features, where ``loss`` is ``0.5 ||X - WH||_F^2``
-    (``"frobenius"``) or the generalised Kullback-Leibler divergence
-    ``sum X log(X / WH) - X + WH``.  The iterations run in one jit-compiled loop.
+    for ``n`` samples and ``d`` features, where ``loss`` is the beta-divergence
+    ``D_beta(X || WH)`` of Fevotte & Idier (2011): ``0.5 ||X - WH||_F^2`` for beta = 2
+    (``"frobenius"``), the generalised Kullback-Leibler divergence
+    ``sum X log(X / WH) - X + WH`` for beta = 1, Itakura-Saito's
+    ``sum X / WH - log(X / WH) - 1`` for beta = 0, and otherwise
+    ``sum (X^beta + (beta - 1) WH^beta - beta X WH^(beta - 1)) / (beta (beta - 1))``.
+    The iterations run in one jit-compiled loop.
 
     KL-NMF is pLSA's likelihood in other coordinates (Gaussier & Goutte 2005): the KL
     update is written once (:func:`latentlab.closed_form.nmf.kl_multiplicative_terms`)
@@ -55,7 +59,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     Poisson model ``X_ij = sum_k Z_ijk``, one simultaneous update of W and H (pLSA's EM
     step, the same iterates with ``W = diag(N) theta``), with each row of H rescaled to
     sum 1 (``components_``' rows then sum to 1); with penalties, and in ``transform``,
-    Lee & Seung's alternating updates.
+    Lee & Seung's alternating updates.  Other betas take Fevotte & Idier's
+    maximisation-minimisation updates (the multiplicative update raised to their
+    exponent gamma(beta), 1 for beta in [1, 2]), scikit-learn's algorithm; beta is an
+    input of the compiled loop, so fits with different betas share one program.
 
     Parameters
     ----------
@@ -71,7 +78,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         "custom": ``fit_transform(X, W=..., H=...)``.
     solver : {"cd", "mu"}, default="cd"
         Coordinate descent (Frobenius only) or multiplicative updates.
-    beta_loss : {"frobenius", "kullback-leibler"}, default="frobenius"
+    beta_loss : float or {"frobenius", "kullback-leibler", "itakura-saito"}, \
+default="frobenius"
+        The beta of the beta-divergence; the names stand for 2, 1 and 0.  For
+        beta <= 0 the divergence is infinite where X is 0: such X are refused.
     tol : float, default=1e-4
         scikit-learn's stopping rules: "mu" every 10 iterations, when ``sqrt(2 loss)``
         dropped by less than ``tol`` times its starting value since the last check;
@@ -99,7 +109,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     n_components_ : int
     reconstruction_err_ : float
         ``sqrt(2 loss)`` at the fit (the Frobenius norm of ``X - WH``, or
-        ``sqrt(2 KL)``), penalties excluded, as scikit-learn reports it.
+        ``sqrt(2 D_beta(X || WH))``), penalties excluded, as scikit-learn reports it.
     n_iter_ : int
     n_features_in_ : int
 
@@ -117,7 +127,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         "n_components": Integer(1, None) | None | "auto",
         "init": Options(*INITS) | None,
         "solver": Options(*SOLVERS),
-        "beta_loss": Options(*LOSSES),
+        "beta_loss": Options(*LOSS_NAMES) | Real(None, None, finite=True),
         "tol": Real(0, None),
         "max_iter": Integer(1, None),
         "random_state": RandomState(),
@@ -164,20 +174,33 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         check_non_negative(X, f"{type(self).__name__} (input X)")
         return X.toarray() if sp.issparse(X) else np.asarray(X)
 
-    def _loss(self) -> str:
-        try:
-            return LOSSES[self.beta_loss]
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"Unknown beta_loss={self.beta_loss!r}; expected 'frobenius' or 'kullback-leibler'"
-            ) from None
+    def _loss(self) -> tuple[str, float]:
+        """The loss for ``fit_nmf`` ("frobenius", "kullback-leibler" or "beta") and beta."""
+        beta = self.beta_loss
+        if isinstance(beta, str):
+            if beta not in LOSS_NAMES:
+                raise ValueError(
+                    f"Unknown beta_loss={beta!r}; expected a number or one of {list(LOSS_NAMES)}"
+                )
+            beta = LOSS_NAMES[beta]
+        beta = float(beta)
+        if not np.isfinite(beta):
+            raise ValueError(f"beta_loss must be a finite number, got {self.beta_loss!r}")
+        loss = {2.0: "frobenius", 1.0: "kullback-leibler"}.get(beta, "beta")
+        return loss, beta
 
     def _check_settings(self, X, H=None):
-        loss = self._loss()
+        loss, beta = self._loss()
         if self.solver == "cd" and loss != "frobenius":
             raise ValueError(
                 f"solver='cd' handles beta_loss='frobenius' only, got beta_loss="
                 f"{self.beta_loss!r}; use solver='mu'"
+            )
+        if beta <= 0 and X.size and X.min() == 0:
+            raise ValueError(
+                f"beta_loss={self.beta_loss!r} (<= 0) cannot fit X with zeros: the "
+                f"beta-divergence is infinite where X is 0 and the updates may diverge; "
+                f"add a small positive value to X, or use beta_loss > 0"
             )
         max_iter, tol = int(self.max_iter), float(self.tol)
         alpha_W = float(self.alpha_W)
@@ -195,7 +218,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             d * alpha_W * (1.0 - l1_ratio),
             n * alpha_H * (1.0 - l1_ratio),
         )
-        return loss, K, max_iter, tol, penalties
+        return (loss, beta), K, max_iter, tol, penalties
 
     @staticmethod
     def _factor(value, name, shape):
@@ -278,7 +301,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         H, are fixed points of every update here and add nothing to the loss, the
         violation or the penalties: the fit is the same, and small problems of nearby
         shapes (cross-validation folds, scikit-learn's checks) share one program.
+        (For the other beta-divergences the compiled loop is told X's unpadded shape
+        and masks the padding out.)  ``loss`` is ``(name, beta)`` from :meth:`_loss`.
         """
+        loss, beta = loss
         n, d = X.shape
         rows, columns = self._padded_shape(n, d)
         if (rows, columns) != (n, d):
@@ -295,6 +321,8 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
             tuple(np.asarray(p, X.dtype) for p in penalties),
             np.asarray(tol, X.dtype),
             np.asarray(max_iter, np.int32),
+            np.asarray(beta, X.dtype),
+            np.asarray((n, d), np.int32),  # the beta path leaves the padding out
             loss=loss,
             solver=self.solver,
             update_H=update_H,
