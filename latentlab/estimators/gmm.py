@@ -1,22 +1,43 @@
 """``latentlab.GaussianMixture``: Gaussian mixtures fitted by jit-compiled EM.
 
-The class is the surface -- settings, validation, ``fit`` and the fitted quantities
--- and runs over private modules: ``_gmm_programs`` (the compiled programs),
-``_gmm_fitting`` (the EM and MAP/SVI routes), ``_gmm_scoring`` (row scoring),
-``_gmm_starts`` (starts, on the host) and ``_gmm_conditionals`` (imputation); the
-algebra is in :mod:`latentlab.models.gmm`.  It is over ~400 lines because ~210 are
-docstrings (the class's documents 22 settings) and ``fit`` maps between the data's
-and EM's units.
+One class and pure functions, as scikit-learn's ``mixture/_gaussian_mixture.py``.
+The class is the surface: settings, validation, ``fit``/``partial_fit``, storing the
+fitted attributes and the fitted quantities (scoring, imputation, sampling); the
+few private methods it keeps either need the estimator itself (validation against
+the fit, the working precision) or are the steps of ``fit`` that the chunked route
+(:func:`latentlab.estimators._chunked.fit_mixture`) runs on it.  Everything else is
+a function of explicit arguments:
+
+- this module: the fitting routes -- the EM program over row blocks, MAP/SVI
+  through the shared multi-start driver, online EM's first start and M-step -- and
+  the warnings that say when a fit is not a regular maximum of the likelihood;
+- :mod:`~latentlab.estimators._gmm_starts`: starts in the standardised units EM
+  works in (the units, the covariance floor, starting responsibilities, the user's
+  or a previous fit's parameters);
+- :mod:`~latentlab.estimators._gmm_programs`: the compiled row programs, and scoring
+  a fitted mixture at fixed row counts;
+- :mod:`~latentlab.estimators._gmm_conditionals`: the conditional mixture of the
+  missing entries given the observed ones (imputation);
+- :mod:`latentlab.estimators._online`: stepwise EM's step sizes and moment mixing;
+- :mod:`latentlab.models.gmm`: the model's declaration and its algebra.
+
+It is long because ~300 of its lines are docstrings (the class's documents 22
+settings) and ``fit`` maps between the data's and EM's units.
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from sklearn.base import DensityMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._chunk_tasks import mixture_rows
 from latentlab._docstrings import fill_doc
 from latentlab._settings import (
     ArrayLike,
@@ -29,22 +50,57 @@ from latentlab._settings import (
     Verbose,
     scale_settings,
 )
-from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
+from latentlab._shapes import (
+    bucket,
+    chunked,
+    em_rows,
+    mixture_components,
+    pad_rows,
+    padded_size,
+)
 from latentlab._validation import (
     check_data,
+    check_level,
     check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
     check_positive_int,
 )
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._gmm_conditionals import MixtureConditionalsMixin, mixture_quantile
-from latentlab.estimators._gmm_fitting import MixtureFittingMixin
-from latentlab.estimators._gmm_programs import CHUNK, make_starts
-from latentlab.estimators._gmm_scoring import MixtureScoringMixin
-from latentlab.estimators._gmm_starts import MixtureStartsMixin
-from latentlab.estimators._online import OnlineMixtureMixin
+from latentlab.estimators._gmm_conditionals import (
+    conditional_chunks,
+    mixture_moments,
+    mixture_quantile,
+)
+from latentlab.estimators._gmm_programs import (
+    CHUNK,
+    MISSING_CHUNK,
+    make_starts,
+    mixture_centre,
+    mixture_scores,
+    scoring_params,
+)
+from latentlab.estimators._gmm_starts import (
+    estep_work,
+    given_start,
+    program_key,
+    standardising_units,
+    start_responsibilities,
+    user_init,
+    variance_floor,
+    warm_init,
+)
+from latentlab.estimators._online import (
+    _centred_moments,
+    _check_chunk,
+    _jit_starts,
+    _mix_moments,
+    _pilot,
+    check_learning_decay,
+    step_size,
+)
 from latentlab.estimators.base import (
+    LATENTLAB_FILES,
     GenerativeMixin,
     LatentEstimator,
     to_numpy,
@@ -52,6 +108,7 @@ from latentlab.estimators.base import (
 )
 from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.em import fit_em
+from latentlab.inference.sharding import row_mesh, shard_fields
 from latentlab.models import gmm
 
 # mixture_quantile: used by latentlab.impute's calibration
@@ -61,17 +118,286 @@ INIT_METHODS = ("kmeans", "k-means++", "random", "random_from_data")
 METHODS = ("em", "map", "svi")
 
 
-@fill_doc(rows_per_call="2048 complete rows")
-class GaussianMixture(
-    OnlineMixtureMixin,
-    MixtureFittingMixin,
-    MixtureScoringMixin,
-    MixtureStartsMixin,
-    MixtureConditionalsMixin,
-    GenerativeMixin,
-    DensityMixin,
-    LatentEstimator,
+# ----------------------------------------------------------------------- EM, in memory
+
+
+def em_data(Xc, observed, dtype, covariance_type, devices):
+    """The standardised data ``Xc`` (missing entries 0) as EM's row blocks
+    (a :class:`~latentlab.models.gmm.GMMData`): complete rows in chunks of
+    :data:`CHUNK`, rows with missing entries (and their ``observed`` mask) in chunks
+    of :data:`MISSING_CHUNK`, split over ``devices`` (axis 1 of every block)."""
+    d = Xc.shape[1]
+    complete = observed.all(axis=1)
+    missing_chunk = MISSING_CHUNK[covariance_type]
+    no_rows = np.zeros((0, 1, d))
+    data = gmm.GMMData(
+        *(
+            a.astype(dtype)
+            for a in (
+                chunked(Xc[complete], CHUNK, em_rows),
+                chunked(np.ones(int(complete.sum())), CHUNK, em_rows),
+                chunked(Xc[~complete], missing_chunk, em_rows) if not complete.all() else no_rows,
+                chunked(observed[~complete].astype(float), missing_chunk, em_rows)
+                if not complete.all()
+                else no_rows,
+            )
+        )
+    )
+    return shard_fields(data, ("X", "row_mask", "X_missing", "observed"), devices)
+
+
+def prior_rows(covariance_prior, dtype):
+    """The covariance penalty's tau for EM's Hyper, None for maximum likelihood."""
+    tau = float(covariance_prior)
+    return np.asarray(tau, dtype) if tau > 0 else None
+
+
+def run_em_program(
+    start_data,
+    data,
+    reg,
+    n,
+    *,
+    covariance_type,
+    covariance_prior,
+    tol,
+    max_iter,
+    accelerate,
+    verbose,
 ):
+    """The compiled EM fit (:func:`~latentlab.inference.em.fit_em`, starts included)
+    on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of ``n`` rows from
+    ``start_data`` = (X, row_mask, resp, active, user, use_user), with the floor
+    ``reg``; returns (params, trace, converged, objective, breakdown)."""
+    dtype = reg.dtype
+    X, row_mask, resp, active, user, use_user = start_data
+    result = fit_em(
+        gmm.em_model(covariance_type),
+        (X, row_mask, resp, user, use_user),
+        data,
+        gmm.Hyper(reg, active, prior_rows(covariance_prior, dtype)),
+        np.asarray(n, dtype),
+        np.asarray(tol, dtype),
+        max_iter=int(max_iter),
+        accelerate=bool(accelerate),
+        verbose=int(verbose),
+    )
+    trace = np.asarray(result.trace)[: int(result.n_iter)]
+    objective = float(result.objective)
+    return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
+
+
+# ----------------------------------------------------------------------------- MAP / SVI
+
+
+def fit_svi(starts, Z, observed, rng, *, covariance_type, method, prior, svi_steps, learning_rate):
+    """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, by
+    the shared multi-start driver (its keys drawn from ``rng``, the fit's random
+    state), on the standardised data ``Z`` (missing entries 0) where Adam's step
+    size makes sense; returns parameters and the objective trace in those units
+    (``fit`` maps them to the data's)."""
+    from latentlab.inference.svi import fit_best_of
+
+    # sliced on the host: slicing device arrays would compile a program each
+    host = {k: np.asarray(v) for k, v in starts._asdict().items()}
+    Xs = jnp.asarray(np.where(observed, Z, np.nan))
+    model = partial(
+        gmm.gmm_model,
+        n_components=int(starts.means.shape[1]),
+        covariance_type=covariance_type,
+        has_missing=not observed.all(),
+        use_prior=method == "svi" or bool(prior),
+    )
+    best = fit_best_of(
+        model,
+        (Xs,),
+        [{k: v[i] for k, v in host.items()} for i in range(len(starts.weights))],
+        method=method,
+        num_steps=svi_steps,
+        learning_rate=learning_rate,
+        random_state=rng,
+    )
+    params = gmm.Params(*(best.params[k] for k in gmm.Params._fields))
+    return params, np.asarray(best.trace, np.float64), True
+
+
+# ----------------------------------------------------------------------- online EM
+
+
+def online_start(
+    X,
+    observed,
+    K,
+    dtype,
+    rng,
+    *,
+    covariance_type,
+    reg_covar,
+    init_params,
+    weights_init,
+    means_init,
+    precisions_init,
+):
+    """The stream's coordinates (``shift``, ``unit``, the floor ``reg_covar`` in
+    them, the rows per compiled call) and ``fit``'s start (one, by ``init_params`` or
+    the ``*_init`` values) from the first chunk ``X``; returns (state, params)."""
+    n, d = X.shape
+    shift, _ = _pilot(X, observed)
+    unit = standardising_units(np.where(observed, X - shift, 0.0), observed, covariance_type)
+    Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
+    weights, means, scale = user_init(
+        weights_init, means_init, precisions_init, K, d, shift, unit, covariance_type
+    )
+    need_resp = weights is None or means is None or scale is None
+    rows = int(bucket(n))
+    reg = variance_floor(unit, dtype, reg_covar).astype(dtype)
+    resp = start_responsibilities(
+        Z,
+        K,
+        need_resp,
+        1,
+        (rows, K),
+        rng,
+        dtype,
+        init_params=init_params,
+        covariance_type=covariance_type,
+    )
+    user, use_user = given_start(weights, means, scale, K, K, d, dtype, covariance_type)
+    starts = _jit_starts(make_starts)(
+        pad_rows(Z, rows).astype(dtype),
+        pad_rows(np.ones(n), rows).astype(dtype),
+        resp,
+        reg,
+        np.ones(K, bool),
+        user,
+        use_user,
+        covariance_type=covariance_type,
+    )
+    params = jax.tree.map(lambda a: np.asarray(a[0], dtype), starts)
+    state = {
+        "shift": shift,
+        "unit": unit,
+        "reg_covar": np.asarray(reg, np.float64),
+        "rows_per_call": np.asarray(rows, np.int64),
+    }
+    return state, params
+
+
+def online_m_step(moments, params, reg_covar, covariance_type, dtype):
+    """The M-step from the running moments (mass (K,), component means, scatter
+    about them) at the current ``params`` (their weights and scale), in ``dtype``;
+    returns float64 :class:`~latentlab.models.gmm.Params` in standardised units."""
+    mass, mean, scatter = moments
+    stats = gmm.MixtureStats(mass, np.zeros_like(mean), scatter)
+    hyper = gmm.Hyper(np.asarray(reg_covar, dtype))
+    centre = gmm.Params(np.asarray(params.weights), mean, np.asarray(params.scale))
+    params = gmm.m_step(
+        jax.tree.map(lambda a: np.asarray(a, dtype), stats),
+        jax.tree.map(lambda a: np.asarray(a, dtype), centre),
+        hyper,
+        covariance_type=covariance_type,
+    )
+    return gmm.Params(*(np.asarray(a, np.float64) for a in params))
+
+
+# ---------------------------------------------------------------- degenerate fits
+
+
+def features_at_floor(scale, floor, covariance_type):
+    """(K, d) bool (tied: (1, d)): where a component's covariance reached the floor
+    G = diag(``floor``) -- for full/tied, an eigenvector of G^{-1/2} Sigma G^{-1/2}
+    with eigenvalue at 1 (the floor), attributed to the features that carry at
+    least half as much of it as the largest; for diag, the variances; for
+    spherical, every feature."""
+    if covariance_type in ("full", "tied"):
+        relative = scale / np.sqrt(floor)[:, None]
+        values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
+        floored = values <= 1.01  # (..., d) directions
+        weight = vectors**2  # (..., feature, direction)
+        heavy = weight >= 0.5 * weight.max(axis=-2, keepdims=True)
+        at_floor = np.any(heavy & floored[..., None, :], axis=-1)
+        return at_floor.reshape(-1, len(floor))
+    if covariance_type == "diag":
+        return scale**2 / floor <= 1.01
+    spherical = scale**2 / np.max(floor) <= 1.01  # (K,)
+    return np.repeat(spherical[:, None], len(floor), axis=1)
+
+
+def warn_on_degeneracy(
+    scale, floor, unit, breakdown, *, n_iter, reg_covar, covariance_type, feature_names
+):
+    """Say when the fit is not a regular maximum of the likelihood: EM broke down
+    (after ``n_iter`` iterations), or a covariance reached its floor (``reg_covar``,
+    or round-off).  ``scale`` and ``floor`` are in standardised units (see ``fit``),
+    ``unit`` the features' units; ``feature_names`` (or None) name them.
+
+    A covariance at the floor is one of two things, told apart by the floor's
+    size against each feature's own variance: ``reg_covar`` is an absolute
+    variance, and on data of small scale it dominates the features' variances
+    (every component sits on it and the fit is not the data's: data * 1e-4 gave
+    another clustering and -30 nats per row); or a component collapsed onto
+    (near-)identical points, e.g. one value of a discrete column, where the
+    likelihood is unbounded and the floor decides how much it inflates (diabetes'
+    ``sex`` column: 5 nats per row)."""
+    if breakdown:
+        warnings.warn(
+            f"GaussianMixture EM broke down numerically after {n_iter} iterations "
+            "(the next iterate's log-likelihood was not finite); returning the last "
+            "iterate with a finite one, converged_=False.  Increase reg_covar.",
+            ConvergenceWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    at_floor = features_at_floor(scale, floor, covariance_type)  # (K, d) bool
+    if not at_floor.any():
+        return
+
+    def named(columns):
+        names = [str(feature_names[j]) if feature_names is not None else str(j) for j in columns]
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        return f"feature{'s' if len(names) > 1 else ''} {shown}"
+
+    # the floor is reg_covar's (not round-off's) and at least 1% of the variance
+    dominated = (floor * unit**2 <= reg_covar) & (floor >= 1e-2)
+    if (at_floor & dominated).any():
+        columns = np.flatnonzero((at_floor & dominated).any(axis=0))
+        smallest = float(np.min(unit[columns] ** 2))
+        warnings.warn(
+            f"GaussianMixture: reg_covar={reg_covar} is a variance in the data's "
+            f"units, and it is not small against the variance of {named(columns)} "
+            f"(smallest {smallest:.3g}): covariances stopped at it, so the fit "
+            "describes the floor, not the data.  Rescale the data (e.g. standardise "
+            "it) or lower reg_covar.",
+            UserWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    collapsed = at_floor & ~dominated
+    if collapsed.any():
+        components = np.flatnonzero(collapsed.any(axis=1))
+        columns = np.flatnonzero(collapsed.any(axis=0))
+        which = (
+            "the pooled covariance"
+            if covariance_type == "tied"
+            else f"component{'s' if len(components) > 1 else ''} " + ", ".join(map(str, components))
+        )
+        warnings.warn(
+            f"GaussianMixture: {which} collapsed onto a (near-)degenerate set of "
+            f"points along {named(columns)} (e.g. one value of a discrete column, or "
+            "columns that are an exact combination of others): there the likelihood "
+            "is unbounded, the variance stopped at its floor "
+            f"(reg_covar={reg_covar}, never below 10 eps times the feature's "
+            "variance) and the floor sets how far the likelihood is inflated, so "
+            "likelihood comparisons (BIC, compare) are not meaningful.  Increase "
+            "reg_covar, drop or jitter such columns, or use fewer components.",
+            UserWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+
+
+# ----------------------------------------------------------------------------- the estimator
+
+
+@fill_doc(rows_per_call="2048 complete rows")
+class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
     """Gaussian mixture model fitted by EM (PRML 9.2), declared once in
     :func:`latentlab.models.gmm.gmm_model`.
 
@@ -350,9 +676,17 @@ class GaussianMixture(
         # nothing): one compiled program serves every n_components in it
         padded = K
         if self.method == "em":
-            padded = mixture_components(
-                K, self._estep_work(observed), key=self._program_key(observed, n_starts)
+            key = program_key(
+                observed,
+                n_starts,
+                covariance_type=self.covariance_type,
+                max_iter=self.max_iter,
+                accelerate=self.accelerate,
+                verbose=self.verbose,
+                dtype=self.dtype,
+                devices=self.devices,
             )
+            padded = mixture_components(K, self._estep_work(observed), key=key)
         with self._precision():
             # host arrays already in the working dtype: no eager JAX conversions (each
             # would be a compiled program of its own on a cold start)
@@ -374,7 +708,17 @@ class GaussianMixture(
                 )
             else:
                 starts = make_starts(*start_data[:3], reg, *start_data[3:], self.covariance_type)
-                params, trace, converged = self._fit_svi(starts, Z, observed, rng)
+                params, trace, converged = fit_svi(
+                    starts,
+                    Z,
+                    observed,
+                    rng,
+                    covariance_type=self.covariance_type,
+                    method=self.method,
+                    prior=self.prior,
+                    svi_steps=self.svi_steps,
+                    learning_rate=self.learning_rate,
+                )
                 objective, breakdown = float(trace[-1]), False
             fitted = {name: to_numpy(v) for name, v in params._asdict().items()}
         counts = observed.sum(axis=0)
@@ -382,6 +726,111 @@ class GaussianMixture(
         return self._store_fit(
             *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=X
         )
+
+    @fill_doc
+    def partial_fit(self, X, y=None):
+        """Update the mixture with one chunk of rows by stepwise (online) EM.
+
+        The first call initialises from its chunk -- the start ``fit`` makes
+        (``init_params``: k-means by default, or ``weights_init``/``means_init``/
+        ``precisions_init``) in the chunk's standardised units -- and takes one EM step
+        on it; every call then forms the chunk's average responsibilities and
+        component moments under the current parameters, mixes them into the running
+        average with weight ``(t + 2) ** -learning_decay`` and takes the M-step from
+        the average (Cappe & Moulines 2009).  NaN entries are missing values.
+        ``n_init`` and ``warm_start`` do not apply; ``fit`` ends a stream, and a later
+        ``partial_fit`` starts a new one from its chunk.
+
+        {partial_fit_chunks}
+        """
+        decay = check_learning_decay(self.learning_decay)
+        first = not hasattr(self, "online_state_")
+        if self.method != "em":
+            raise ValueError(
+                f"GaussianMixture.partial_fit is online EM; got method={self.method!r}"
+            )
+        if self.covariance_prior > 0:
+            raise ValueError(
+                "GaussianMixture.partial_fit fits by maximum likelihood; covariance_prior "
+                f"must be 0 there (got {self.covariance_prior!r}); use fit"
+            )
+        X, observed = _check_chunk(self, X, first=first, min_samples=1)
+        ctype = self.covariance_type
+        with self._precision():
+            dtype = np.dtype(self.dtype)
+            if first:
+                K = self._check_settings(*X.shape)
+                state, params = online_start(
+                    X,
+                    observed,
+                    K,
+                    dtype,
+                    check_random_state(self.random_state),
+                    covariance_type=ctype,
+                    reg_covar=self.reg_covar,
+                    init_params=self.init_params,
+                    weights_init=self.weights_init,
+                    means_init=self.means_init,
+                    precisions_init=self.precisions_init,
+                )
+                step = 0
+            else:
+                state, K = self.online_state_, self.n_components_
+                params = gmm.Params(
+                    *(np.asarray(state[f"param_{f}"], dtype) for f in gmm.Params._fields)
+                )
+                step = int(self.n_iter_)
+            # rows per compiled call: the first chunk's bucket, so equal chunks share one
+            bucket_rows = int(state["rows_per_call"])
+            rows = (min(bucket_rows, CHUNK), min(bucket_rows, MISSING_CHUNK[ctype]))
+            count, sum_dx, sum_dxx, loglik = mixture_rows(
+                X,
+                params=params,
+                shift=state["shift"],
+                unit=state["unit"],
+                covariance_type=ctype,
+                dtype=dtype,
+                rows_per_call=rows,
+                mesh=row_mesh(self.devices),
+            )
+            moments = _centred_moments(
+                count, sum_dx, sum_dxx, np.asarray(params.means, np.float64), X.shape[0], ctype
+            )
+            if not first:
+                old = tuple(state[k] for k in ("mass", "mean", "scatter"))
+                moments = _mix_moments(old, moments, step_size(step, decay))
+            params = online_m_step(moments, params, state["reg_covar"], ctype, dtype)
+        # log p(x) = log p(z) - sum over observed entries of log unit_j
+        loglik = float(loglik) - float(observed.sum(axis=0) @ np.log(state["unit"]))
+        mass, mean, scatter = moments
+        state = {
+            **{k: state[k] for k in ("shift", "unit", "reg_covar", "rows_per_call")},
+            "mass": mass,
+            "mean": mean,
+            "scatter": scatter,
+            **{f"param_{f}": getattr(params, f) for f in gmm.Params._fields},
+        }
+        self.online_state_ = state
+        unit, shift = state["unit"], state["shift"]
+        self.params_ = {
+            "weights": params.weights / params.weights.sum(),
+            "means": params.means * unit + shift,
+            "scale": gmm.rescale(params.scale, unit, ctype),
+        }
+        self.n_components_ = K
+        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + X.shape[0]
+        self.n_iter_ = (0 if first else self.n_iter_) + 1
+        previous = np.zeros(0) if first else self.log_likelihoods_
+        # each chunk's mean log-likelihood under the parameters before its update
+        self.log_likelihoods_ = np.append(previous, loglik / X.shape[0])
+        self.lower_bounds_ = self.log_likelihoods_
+        self.lower_bound_ = float(self.log_likelihoods_[-1])
+        self.converged_ = False  # online EM has no convergence test
+        return self
+
+    def fit_predict(self, X, y=None):
+        """Fit, then return the most probable component of each row."""
+        return self.fit(X).predict(X)
 
     def _store_fit(
         self, fitted, trace, converged, objective, breakdown, *, K, n, shift, unit, counts, reg, X
@@ -427,40 +876,113 @@ class GaussianMixture(
         self.lower_bound_ = objective / n if self.method == "em" else self.score(X)
         self.lower_bounds_ = self.log_likelihoods_ / n  # scikit-learn's per-sample trace
         if self.method == "em":
-            self._warn_on_degeneracy(fitted["scale"], np.asarray(reg, np.float64), unit, breakdown)
+            warn_on_degeneracy(
+                fitted["scale"],
+                np.asarray(reg, np.float64),
+                unit,
+                breakdown,
+                n_iter=self.n_iter_,
+                reg_covar=self.reg_covar,
+                covariance_type=self.covariance_type,
+                feature_names=getattr(self, "feature_names_in_", None),
+            )
         # max_iter=0 asks for the start itself: no warning (as scikit-learn)
         if not self.converged_ and not breakdown and self.max_iter > 0:
             warn_not_converged(self)
         return self
 
+    # -- the steps of fit that the chunked route runs too (_chunked.fit_mixture) ---------
+
+    def _previous_fit(self):
+        """This estimator's fitted parameters (data units) when ``warm_start`` asks to
+        start from them, else None."""
+        if not self.warm_start or not hasattr(self, "params_"):
+            return None
+        return {k: np.asarray(v, np.float64) for k, v in self.params_.items()}
+
+    def _standardising_units(self, Xc, observed):
+        """:func:`~latentlab.estimators._gmm_starts.standardising_units` for this
+        estimator's covariance type."""
+        return standardising_units(Xc, observed, self.covariance_type)
+
+    def _user_init(self, K, d, shift, unit):
+        """The ``*_init`` settings in standardised units
+        (:func:`~latentlab.estimators._gmm_starts.user_init`)."""
+        return user_init(
+            self.weights_init,
+            self.means_init,
+            self.precisions_init,
+            K,
+            d,
+            shift,
+            unit,
+            self.covariance_type,
+        )
+
+    def _warm_init(self, previous, K, d, shift, unit):
+        """The previous fit in standardised units
+        (:func:`~latentlab.estimators._gmm_starts.warm_init`)."""
+        return warm_init(previous, K, d, shift, unit, self.covariance_type)
+
+    def _estep_work(self, observed):
+        """:func:`~latentlab.estimators._gmm_starts.estep_work` for this covariance type."""
+        return estep_work(observed, self.covariance_type)
+
+    def _variance_floor(self, unit, dtype):
+        """``reg_covar`` as the floor in standardised units
+        (:func:`~latentlab.estimators._gmm_starts.variance_floor`)."""
+        return variance_floor(unit, dtype, self.reg_covar)
+
+    def _start_responsibilities(self, Z, K, need_resp, n_starts, shape, rng, dtype):
+        """Starting responsibilities by ``init_params``
+        (:func:`~latentlab.estimators._gmm_starts.start_responsibilities`)."""
+        return start_responsibilities(
+            Z,
+            K,
+            need_resp,
+            n_starts,
+            shape,
+            rng,
+            dtype,
+            init_params=self.init_params,
+            covariance_type=self.covariance_type,
+        )
+
+    def _given_start(self, weights, means, scale, n_components, padded, dtype):
+        """The given starting values, padded, and which were given
+        (:func:`~latentlab.estimators._gmm_starts.given_start`)."""
+        return given_start(
+            weights,
+            means,
+            scale,
+            n_components,
+            padded,
+            self.n_features_in_,
+            dtype,
+            self.covariance_type,
+        )
+
+    def _fit_em(self, start_data, Xc, observed, reg):
+        """Jit-compiled EM from every start on the standardised data ``Xc`` (missing
+        entries 0); returns (params, trace, converged, objective, breakdown)."""
+        data = em_data(Xc, observed, reg.dtype, self.covariance_type, self.devices)
+        return self._run_em_program(start_data, data, reg, Xc.shape[0])
+
     def _run_em_program(self, start_data, data, reg, n):
         """The compiled EM fit on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of
-        ``n`` rows; returns (params, trace, converged, objective, breakdown)."""
-        dtype = reg.dtype
-        X, row_mask, resp, active, user, use_user = start_data
-        result = fit_em(
-            gmm.em_model(self.covariance_type),
-            (X, row_mask, resp, user, use_user),
+        ``n`` rows (:func:`run_em_program` with this estimator's settings)."""
+        return run_em_program(
+            start_data,
             data,
-            gmm.Hyper(reg, active, self._prior_rows(dtype)),
-            np.asarray(n, dtype),
-            np.asarray(self.tol, dtype),
-            max_iter=int(self.max_iter),
-            accelerate=bool(self.accelerate),
-            verbose=int(self.verbose),
+            reg,
+            n,
+            covariance_type=self.covariance_type,
+            covariance_prior=self.covariance_prior,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            accelerate=self.accelerate,
+            verbose=self.verbose,
         )
-        trace = np.asarray(result.trace)[: int(result.n_iter)]
-        objective = float(result.objective)
-        return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
-
-    def _prior_rows(self, dtype):
-        """The covariance penalty's tau for EM's Hyper, None for maximum likelihood."""
-        tau = float(self.covariance_prior)
-        return np.asarray(tau, dtype) if tau > 0 else None
-
-    def fit_predict(self, X, y=None):
-        """Fit, then return the most probable component of each row."""
-        return self.fit(X).predict(X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -468,6 +990,33 @@ class GaussianMixture(
         return tags
 
     # -- fitted quantities --------------------------------------------------------------
+
+    def _observed(self, X, *, allow_empty_rows: bool):
+        """Validated X with NaN replaced by 0, and the observed mask (float)."""
+        check_is_fitted(self)
+        X = check_data(self, X, reset=False, allow_nan=True)
+        observed = ~np.isnan(X)
+        if not allow_empty_rows:
+            check_no_empty_rows(observed)
+        return np.where(observed, X, 0.0), observed.astype(np.float64)
+
+    def _scoring_params(self):
+        """The fitted parameters as the scoring programs take them, and the centre
+        (:func:`~latentlab.estimators._gmm_programs.scoring_params`); call inside
+        ``self._precision()``."""
+        return scoring_params(self.params_, self.n_components_, self.covariance_type, self.dtype)
+
+    def _scores(self, X, *, allow_empty_rows=False):
+        """(log p(x_i) (n,), log responsibilities (n, K)) as float64 NumPy arrays.
+
+        Rows with NaN are scored by their marginal over the observed coordinates.
+        """
+        X, observed = self._observed(X, allow_empty_rows=allow_empty_rows)
+        with self._precision():
+            params, centre = self._scoring_params()
+            return mixture_scores(
+                X, observed, params, centre, self.n_components_, self.covariance_type
+            )
 
     def score_samples(self, X) -> np.ndarray:
         """Log-likelihood of each row, shape (n_samples,); a Dask array gives a Dask array."""
@@ -502,6 +1051,102 @@ class GaussianMixture(
     def _n_parameters(self) -> int:
         check_is_fitted(self)
         return gmm.n_parameters(self.n_features_in_, self.n_components_, self.covariance_type)
+
+    # -- conditionals: p(x_miss | x_obs) = sum_k p(k | x_obs) N(x_miss | x_obs, k) -------
+
+    def _conditional_chunks(self, X, observed):
+        """:func:`~latentlab.estimators._gmm_conditionals.conditional_chunks` for the
+        validated ``X`` and its ``observed`` mask; iterate inside
+        ``self._precision()``."""
+        params, centre = self._scoring_params()
+        return conditional_chunks(
+            X, observed, params, centre, self.n_components_, self.covariance_type
+        )
+
+    def impute(self, X, *, return_std: bool = False):
+        """Fill NaN entries with E[x_miss | x_obs] = sum_k p(k | x_obs) E[x_miss | x_obs, k].
+
+        Observed entries are returned unchanged.  With ``return_std=True`` also returns
+        the standard deviation of the conditional mixture (0 where observed); it
+        includes the spread between components, so it can be large for a row whose
+        component is uncertain.  Intervals: use :meth:`impute_interval` (the mixture
+        is not Gaussian, so mean -/+ z sd is not a calibrated interval).
+        """
+        X, observed = self._observed(X, allow_empty_rows=True)
+        centre = mixture_centre(self.params_)
+        filled, std = X.copy(), np.zeros_like(X)
+        with self._precision():
+            for rows, resp, means, cov in self._conditional_chunks(X, observed):
+                variances = gmm.marginal_variances(cov, self.covariance_type)
+                mean, sd = mixture_moments(resp, means, variances)
+                missing = observed[rows] == 0
+                filled[rows] = np.where(missing, mean + centre, X[rows])
+                std[rows] = np.where(missing, sd, 0.0)
+        return (filled, std) if return_std else filled
+
+    def conditional_mixture(self, X):
+        """Each entry's distribution given its row's observed entries, as the mixture
+        ``sum_k weights[n, k] N(means[n, k, j], sds[n, k, j]^2)``: ``weights`` (n, K) is
+        p(k | x_obs), ``means`` and ``sds`` (n, K, d) each component's conditional mean
+        and sd (x and 0 where observed)."""
+        X, observed = self._observed(X, allow_empty_rows=True)
+        centre = mixture_centre(self.params_)
+        K = self.n_components
+        weights = np.full((X.shape[0], K), 1.0 / K)
+        means = np.broadcast_to(X[:, None, :], (X.shape[0], K, X.shape[1])).copy()
+        sds = np.zeros_like(means)
+        with self._precision():
+            for rows, resp, component_means, cov in self._conditional_chunks(X, observed):
+                missing = (observed[rows] == 0)[:, None, :]
+                weights[rows] = resp
+                means[rows] = np.where(missing, component_means + centre, means[rows])
+                variances = gmm.marginal_variances(cov, self.covariance_type)
+                sds[rows] = np.where(missing, np.sqrt(variances), 0.0)
+        return weights, means, sds
+
+    def impute_interval(self, X, level: float = 0.9):
+        """Central ``level`` interval of each missing entry: the quantiles
+        (1 -/+ level)/2 of its conditional mixture sum_k p(k | x_obs) N(m_k, s_k^2).
+
+        Plug-in (parameter uncertainty not included).  Returns ``(lower, upper)``,
+        each (n_samples, n_features), equal to X where observed.
+        """
+        tail = 0.5 * (1.0 - check_level(level))
+        X, observed = self._observed(X, allow_empty_rows=True)
+        centre = mixture_centre(self.params_)
+        lower, upper = X.copy(), X.copy()
+        with self._precision():
+            for rows, resp, means, cov in self._conditional_chunks(X, observed):
+                variances = gmm.marginal_variances(cov, self.covariance_type)
+                sd = np.sqrt(np.maximum(variances, 1e-300))
+                missing = observed[rows] == 0
+                for target, out in ((tail, lower), (1.0 - tail, upper)):
+                    quantile = mixture_quantile(resp, means, sd, target)
+                    out[rows] = np.where(missing, quantile + centre, X[rows])
+        return lower, upper
+
+    def sample_imputations(self, X, n_imputations: int = 5, random_state=None) -> np.ndarray:
+        """Multiple imputation: draws of the missing entries from p(x_miss | x_obs).
+
+        Each draw picks a component from p(k | x_obs), then the missing coordinates
+        from that component's conditional Gaussian (correlations kept).  Returns
+        shape (n_imputations, n_samples, n_features); observed entries are X's.
+        """
+        check_positive_int("n_imputations", n_imputations)
+        rng = check_random_state(random_state)
+        X, observed = self._observed(X, allow_empty_rows=True)
+        centre = mixture_centre(self.params_)
+        draws = np.broadcast_to(X, (n_imputations, *X.shape)).copy()
+        with self._precision():
+            for rows, resp, means, cov in self._conditional_chunks(X, observed):
+                missing = observed[rows] == 0
+                x = gmm.draw_conditional(
+                    rng, resp, means, cov, missing, self.covariance_type, n_imputations
+                )
+                draws[:, rows] = np.where(missing, x + centre, X[rows])
+        return draws
+
+    # -- fitted attributes --------------------------------------------------------------
 
     @property
     def objective_name_(self) -> str:
