@@ -175,7 +175,7 @@ class Layout(NamedTuple):
 
 
 def without_words(block: sp.csr_matrix, drop: np.ndarray) -> sp.csr_matrix:
-    """``block`` with the words ``drop`` removed (as ``FoldInMixin._fold_in_new``)."""
+    """``block`` with the words ``drop`` removed (as ``_plsa_fold_in.known_words``)."""
     block = block.copy()
     block.data[drop[block.indices]] = 0.0
     block.eliminate_zeros()

@@ -212,11 +212,10 @@ def test_small_sources_are_held_in_the_program(memmap, in_memory, mixture, monke
     """With the automatic chunk size, the rows an E-step revisits are read once and
     held in the program when they fit in RESIDENT_BYTES: no host round trip per
     E-step, and the in-memory fit.  A chunk size the user sets bounds what is held."""
-    from latentlab.estimators import _chunked
+    from latentlab.estimators import _chunked, gmm
 
     calls = []
-    for name in ("GaussianRowsPass", "MixtureRowsPass"):
-        cls = getattr(_chunked, name)
+    for cls in (_chunked.GaussianRowsPass, gmm.MixtureRowsPass):
         monkeypatch.setattr(
             cls, "reduce", lambda self, *a, _f=cls.reduce: calls.append(a[0]) or _f(self, *a)
         )

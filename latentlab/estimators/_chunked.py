@@ -10,7 +10,8 @@ program on those summaries.  Each E-step asks the host (through
 missing entries, which it reads again and passes through one jitted chunk function
 at a fixed number of rows.  The driver, its starts and its SQUAREM arithmetic are the
 in-memory program's, so parameters and trace equal the in-memory fit's to round-off
-(the mixture's k-means start sees every row, as in memory, up to :data:`START_BYTES`).
+(the mixture's k-means start sees every row, as in memory, up to :data:`START_BYTES`;
+the mixture's own chunked fit is ``GaussianMixture._fit_chunked``).
 
 Rows an E-step revisits (PPCA/FA: those with missing entries; the mixture: every
 row) that fit in ``source.resident_rows`` are instead read once and held in the
@@ -30,7 +31,6 @@ import scipy.sparse as sp
 
 from latentlab._chunk_tasks import (
     gaussian_rows,
-    mixture_rows,
     pilot_mean,
     summarise_block,
     summarise_chunk,
@@ -51,9 +51,12 @@ __all__ = [
     "START_BYTES",
     "GaussianSummary",
     "fit_gaussian_latent",
-    "fit_mixture",
+    "forget_feature_names",
     "map_imputation",
     "map_row_output",
+    "read_all",
+    "source_mesh",
+    "start_rows",
     "summarise_gaussian",
 ]
 
@@ -227,7 +230,7 @@ class GaussianRowsPass:
 # ----------------------------------------------------------------------------- fit
 
 
-def _row_mesh(est, source: RowChunks):
+def source_mesh(est, source: RowChunks):
     """The mesh of ``est.devices`` for the host's chunk functions (None: one device)."""
     mesh = row_mesh(getattr(est, "devices", None))
     if mesh is not None and source.dask:
@@ -239,7 +242,7 @@ def _row_mesh(est, source: RowChunks):
     return mesh
 
 
-def _forget_feature_names(est, d):
+def forget_feature_names(est, d):
     est.n_features_in_ = d
     if hasattr(est, "feature_names_in_"):
         del est.feature_names_in_
@@ -259,10 +262,10 @@ def fit_gaussian_latent(est, source: RowChunks):
     if isinstance(est.n_components, str):
         raise ValueError(f"{name}(n_components={est.n_components!r}) needs X in memory")
     K = est._check_settings(n, d)
-    mesh = _row_mesh(est, source)
+    mesh = source_mesh(est, source)
     summary = summarise_gaussian(source)
     shift, column_variance, complete, start, counts = summary.about_mean()
-    _forget_feature_names(est, d)
+    forget_feature_names(est, d)
     with est._precision():
         dtype = jax.dtypes.canonicalize_dtype(np.float64)
         n_c, sum_x, sum_xx = complete
@@ -292,132 +295,7 @@ def fit_gaussian_latent(est, source: RowChunks):
             return est._fit_summarised(data, n, K, column_variance, shift, X=None, mask=missing)
 
 
-# ----------------------------------------------------------------------------- mixture
-
-
-class MixtureRowsPass:
-    """The host side of the mixture's E-step: every row, every iteration."""
-
-    def __init__(self, source: RowChunks, shift, unit, covariance_type, dtype, mesh=None):
-        from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
-
-        self.source = source
-        self.mesh = mesh
-        self.shift, self.unit = shift, unit
-        self.covariance_type = covariance_type
-        self.dtype = np.dtype(dtype)
-        size = source.chunk_size
-        self.rows_per_call = (min(size, CHUNK), min(size, MISSING_CHUNK[covariance_type]))
-
-    def reduce(self, name, weights, means, scale):
-        from latentlab.models import gmm
-
-        assert name == "gmm_rows"
-        params = gmm.Params(*(np.asarray(a, self.dtype) for a in (weights, means, scale)))
-        block_fn = partial(
-            mixture_rows,
-            params=params,
-            shift=self.shift,
-            unit=self.unit,
-            covariance_type=self.covariance_type,
-            dtype=self.dtype,
-            rows_per_call=self.rows_per_call,
-            mesh=self.mesh,
-            calls=-(-self.source.chunk_size // self.rows_per_call[0]),
-        )
-        if self.source.dask:
-            template = block_fn(np.zeros((0, self.source.shape[1])))
-            return self.source.map_reduce(block_fn, template)
-        total = None
-        for start, stop in self.source.slices():
-            out = block_fn(self.source.read(start, stop))
-            total = out if total is None else [a + b for a, b in zip(total, out, strict=True)]
-        return total
-
-
-def fit_mixture(est, source: RowChunks, previous):
-    """``GaussianMixture.fit`` on a chunked source: EM over every row each iteration
-    (responsibilities) from the in-memory fit's start -- made from every row, up to
-    :data:`START_BYTES` of them (beyond: from that many evenly spaced rows) -- unless
-    ``weights_init``, ``means_init`` and ``precisions_init`` are all given (or
-    ``warm_start``).  Up to that size the EM iterates are the in-memory fit's to
-    round-off."""
-    from sklearn.utils.validation import check_random_state
-
-    from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
-    from latentlab.estimators._gmm_programs import CHUNK
-    from latentlab.models import gmm
-
-    n, d = source.shape
-    if est.method != "em":
-        raise ValueError(
-            f"GaussianMixture(method={est.method!r}) needs X in memory; out-of-core and "
-            "Dask inputs are fitted by method='em'"
-        )
-    _forget_feature_names(est, d)
-    K = est._check_settings(n, d)
-    mesh = _row_mesh(est, source)
-    summary = summarise_gaussian(source)
-    columns = summary.columns
-    shift = summary.about_mean()[0]
-    # the feature scale from the observed centred sums of squares (as in memory)
-    unit = est._standardising_units(np.sqrt(columns.second)[None, :], columns.count[None, :])
-    if previous is None:
-        weights, means, scale = est._user_init(K, d, shift, unit)
-    else:
-        weights, means, scale = est._warm_init(previous, K, d, shift, unit)
-    rng = check_random_state(est.random_state)
-    need_resp = weights is None or means is None or scale is None
-    resident = n <= source.resident_rows
-    # the start's rows: every row (the in-memory start: k-means, or the random draws,
-    # on all of them) when they take at most START_BYTES; a start from the given
-    # parameters alone needs one chunk (its rows only shape the program)
-    sample = _start_rows(source, every_row=need_resp or resident)
-    observed = ~np.isnan(sample)
-    Z = np.where(observed, (sample - shift) / unit, 0.0)
-    m = Z.shape[0]
-    padded = K
-    if resident:
-        # few enough to hold: every row in the program, which is then the in-memory
-        # one (components padded alike), one call per fit and no host round trips
-        X = sample if m == n else _read_all(source)
-        held = ~np.isnan(X)
-        padded = mixture_components(K, est._estep_work(held))
-    n_starts = est.n_init if previous is None else 1
-    rows = int(np.prod(padded_size(m, CHUNK, em_rows)))
-    with est._precision():
-        dtype = np.dtype(est.dtype)
-        reg = est._variance_floor(unit, dtype).astype(dtype)
-        resp = est._start_responsibilities(Z, K, need_resp, n_starts, (rows, padded), rng, dtype)
-        start_data = (
-            pad_rows(Z, rows).astype(dtype),
-            pad_rows(np.ones(m), rows).astype(dtype),
-            resp,
-            np.arange(padded) < K,
-            *est._given_start(weights, means, scale, K, padded, dtype),
-        )
-        if n <= source.resident_rows:
-            result = est._fit_em(start_data, np.where(held, (X - shift) / unit, 0.0), held, reg)
-        else:
-            rows_pass = MixtureRowsPass(source, shift, unit, est.covariance_type, dtype, mesh)
-            with register(rows_pass) as token:
-                # one all-padding chunk in the program; every row comes from the host
-                data = gmm.GMMData(
-                    np.zeros((1, 8, d), dtype),
-                    np.zeros((1, 8), dtype),
-                    np.zeros((0, 1, d), dtype),
-                    np.zeros((0, 1, d), dtype),
-                    token,
-                )
-                result = est._run_em_program(start_data, data, reg, n)
-        params, trace, converged, objective, breakdown = result
-        fitted = {name: np.asarray(v) for name, v in params._asdict().items()}
-    result = (fitted, trace, converged, objective, breakdown)
-    counts = columns.count
-    return est._store_fit(*result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None)
-
-
-def _start_rows(source: RowChunks, every_row: bool) -> np.ndarray:
+def start_rows(source: RowChunks, every_row: bool) -> np.ndarray:
     """The rows a mixture's start is made from (float64): with ``every_row``, all of
     them when they take at most :data:`START_BYTES`, else that many rows evenly spaced
     over the source; otherwise the first chunk."""
@@ -426,11 +304,11 @@ def _start_rows(source: RowChunks, every_row: bool) -> np.ndarray:
         return source.read(0, min(n, source.chunk_size))
     budget = max(START_BYTES // (8 * d), 1)
     if n <= budget:
-        return _read_all(source)
+        return read_all(source)
     return source.gather(np.unique(np.linspace(0, n - 1, budget).astype(np.int64)))
 
 
-def _read_all(source: RowChunks) -> np.ndarray:
+def read_all(source: RowChunks) -> np.ndarray:
     """Every row of a small source as one float64 NumPy array."""
     if source.dask:
         return np.asarray(source.source.compute(), np.float64)

@@ -28,7 +28,7 @@ canonical rotation reported in ``params_`` would mix frames.
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import partial
 
 import jax
 import numpy as np
@@ -43,7 +43,13 @@ from latentlab.models.gaussian_latent import (
     pca_solution,
 )
 
-__all__ = ["OnlineGaussianLatentMixin", "OnlineMixtureMixin", "step_size", "check_learning_decay"]
+__all__ = [
+    "OnlineGaussianLatentMixin",
+    "check_chunk",
+    "check_learning_decay",
+    "pilot_moments",
+    "step_size",
+]
 
 # Rows of the per-row E-step (rows with missing entries) per compiled call.
 ONLINE_ROWS = 256
@@ -66,7 +72,7 @@ def step_size(step: int, learning_decay: float) -> float:
     return float((step + 1.0) ** (-learning_decay))
 
 
-def _check_chunk(est, X, *, first: bool, min_samples: int):
+def check_chunk(est, X, *, first: bool, min_samples: int):
     """Validated chunk (float64, NaN kept) and its observed mask."""
     name = type(est).__name__
     if getattr(X, "shape", None) is not None and len(X.shape) == 2 and X.shape[0] == 0:
@@ -81,7 +87,7 @@ def _check_chunk(est, X, *, first: bool, min_samples: int):
     return X, observed
 
 
-def _pilot(X, observed):
+def pilot_moments(X, observed):
     """Observed column means and (ddof=0) variances of a chunk."""
     count = observed.sum(axis=0)
     shift = np.where(observed, X, 0.0).sum(axis=0) / count
@@ -162,7 +168,7 @@ class OnlineGaussianLatentMixin:
         first = not hasattr(self, "online_state_")
         if self.method != "em":
             raise ValueError(f"{name}.partial_fit is online EM; got method={self.method!r}")
-        X, observed = _check_chunk(self, X, first=first, min_samples=2 if first else 1)
+        X, observed = check_chunk(self, X, first=first, min_samples=2 if first else 1)
         module = self._module
         with self._precision():
             dtype = jax.dtypes.canonicalize_dtype(np.float64)
@@ -199,7 +205,7 @@ class OnlineGaussianLatentMixin:
         return self
 
     def _online_start(self, X, observed, K, dtype):
-        shift, variance = _pilot(X, observed)
+        shift, variance = pilot_moments(X, observed)
         typical = np.mean(variance) if np.any(variance > 0) else 1.0
         variance = np.where(variance > 0, variance, typical)
         unit = self._feature_units(variance)  # FA: standard deviations; PPCA: ones
@@ -246,186 +252,3 @@ class OnlineGaussianLatentMixin:
         previous = np.zeros(0) if first else self.log_likelihoods_
         self.log_likelihoods_ = np.append(previous, loglik / n_rows)
         self.converged_ = False  # online EM has no convergence test
-
-
-# ----------------------------------------------------------------------------- mixture
-
-
-def _centred_moments(count, sum_dx, sum_dxx, means, n_rows, covariance_type):
-    """Per-row averages of a chunk's mixture statistics about the current means
-    (``gmm.MixtureStats``, summed), as (mass (K,), component mean (K, d), scatter
-    about it (K, d, d) or (K, d))."""
-    safe = np.where(count > 0, count, 1.0)
-    delta = sum_dx / safe[:, None]
-    if covariance_type in ("full", "tied"):
-        scatter = sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
-    else:
-        scatter = sum_dxx - count[:, None] * delta**2
-    return count / n_rows, means + delta, scatter / n_rows
-
-
-def _mix_moments(old, new, eta):
-    """(1 - eta) old + eta new for the mixture's per-component moments, merged about
-    the new mean by Chan et al.'s pairwise update (vectorised over components)."""
-    (ca, ma, Sa), (cb, mb, Sb) = old, new
-    ca, Sa, cb, Sb = (1.0 - eta) * ca, (1.0 - eta) * Sa, eta * cb, eta * Sb
-    count = ca + cb
-    safe = np.where(count > 0, count, 1.0)
-    delta = mb - ma
-    mean = ma + delta * (cb / safe)[:, None]
-    weight = ca * cb / safe
-    if Sa.ndim == 3:
-        scatter = Sa + Sb + weight[:, None, None] * delta[:, :, None] * delta[:, None, :]
-    else:
-        scatter = Sa + Sb + weight[:, None] * delta**2
-    return count, mean, scatter
-
-
-@cache
-def _jit_starts(make_starts):
-    # fit's starts as one compiled program (eagerly, k-means would run op by op)
-    return jax.jit(make_starts, static_argnames="covariance_type")
-
-
-class OnlineMixtureMixin:
-    """``partial_fit`` by stepwise EM for :class:`latentlab.GaussianMixture`."""
-
-    @fill_doc
-    def partial_fit(self, X, y=None):
-        """Update the mixture with one chunk of rows by stepwise (online) EM.
-
-        The first call initialises from its chunk -- the start ``fit`` makes
-        (``init_params``: k-means by default, or ``weights_init``/``means_init``/
-        ``precisions_init``) in the chunk's standardised units -- and takes one EM step
-        on it; every call then forms the chunk's average responsibilities and
-        component moments under the current parameters, mixes them into the running
-        average with weight ``(t + 2) ** -learning_decay`` and takes the M-step from
-        the average (Cappe & Moulines 2009).  NaN entries are missing values.
-        ``n_init`` and ``warm_start`` do not apply; ``fit`` ends a stream, and a later
-        ``partial_fit`` starts a new one from its chunk.
-
-        {partial_fit_chunks}
-        """
-        from latentlab._chunk_tasks import mixture_rows
-        from latentlab.estimators._gmm_programs import CHUNK, MISSING_CHUNK
-        from latentlab.models import gmm
-
-        decay = check_learning_decay(self.learning_decay)
-        first = not hasattr(self, "online_state_")
-        if self.method != "em":
-            raise ValueError(
-                f"GaussianMixture.partial_fit is online EM; got method={self.method!r}"
-            )
-        if self.covariance_prior > 0:
-            raise ValueError(
-                "GaussianMixture.partial_fit fits by maximum likelihood; covariance_prior "
-                f"must be 0 there (got {self.covariance_prior!r}); use fit"
-            )
-        X, observed = _check_chunk(self, X, first=first, min_samples=1)
-        ctype = self.covariance_type
-        with self._precision():
-            dtype = np.dtype(self.dtype)
-            if first:
-                K = self._check_settings(*X.shape)
-                state, params = self._online_start(X, observed, K, dtype)
-                step = 0
-            else:
-                state, K = self.online_state_, self.n_components_
-                params = gmm.Params(
-                    *(np.asarray(state[f"param_{f}"], dtype) for f in gmm.Params._fields)
-                )
-                step = int(self.n_iter_)
-            # rows per compiled call: the first chunk's bucket, so equal chunks share one
-            bucket = int(state["rows_per_call"])
-            rows = (min(bucket, CHUNK), min(bucket, MISSING_CHUNK[ctype]))
-            count, sum_dx, sum_dxx, loglik = mixture_rows(
-                X,
-                params=params,
-                shift=state["shift"],
-                unit=state["unit"],
-                covariance_type=ctype,
-                dtype=dtype,
-                rows_per_call=rows,
-                mesh=row_mesh(self.devices),
-            )
-            moments = _centred_moments(
-                count, sum_dx, sum_dxx, np.asarray(params.means, np.float64), X.shape[0], ctype
-            )
-            if not first:
-                old = tuple(state[k] for k in ("mass", "mean", "scatter"))
-                moments = _mix_moments(old, moments, step_size(step, decay))
-            mass, mean, scatter = moments
-            stats = gmm.MixtureStats(mass, np.zeros_like(mean), scatter)
-            hyper = gmm.Hyper(np.asarray(state["reg_covar"], dtype))
-            centre = gmm.Params(np.asarray(params.weights), mean, np.asarray(params.scale))
-            params = gmm.m_step(
-                jax.tree.map(lambda a: np.asarray(a, dtype), stats),
-                jax.tree.map(lambda a: np.asarray(a, dtype), centre),
-                hyper,
-                covariance_type=ctype,
-            )
-            params = gmm.Params(*(np.asarray(a, np.float64) for a in params))
-        # log p(x) = log p(z) - sum over observed entries of log unit_j
-        loglik = float(loglik) - float(observed.sum(axis=0) @ np.log(state["unit"]))
-        state = {
-            **{k: state[k] for k in ("shift", "unit", "reg_covar", "rows_per_call")},
-            "mass": mass,
-            "mean": mean,
-            "scatter": scatter,
-            **{f"param_{f}": getattr(params, f) for f in gmm.Params._fields},
-        }
-        self.online_state_ = state
-        unit, shift = state["unit"], state["shift"]
-        self.params_ = {
-            "weights": params.weights / params.weights.sum(),
-            "means": params.means * unit + shift,
-            "scale": gmm.rescale(params.scale, unit, ctype),
-        }
-        self.n_components_ = K
-        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + X.shape[0]
-        self.n_iter_ = (0 if first else self.n_iter_) + 1
-        previous = np.zeros(0) if first else self.log_likelihoods_
-        # each chunk's mean log-likelihood under the parameters before its update
-        self.log_likelihoods_ = np.append(previous, loglik / X.shape[0])
-        self.lower_bounds_ = self.log_likelihoods_
-        self.lower_bound_ = float(self.log_likelihoods_[-1])
-        self.converged_ = False  # online EM has no convergence test
-        return self
-
-    def _online_start(self, X, observed, K, dtype):
-        """The state's coordinates and ``fit``'s start, from the first chunk."""
-        from sklearn.utils.validation import check_random_state
-
-        from latentlab._shapes import bucket
-        from latentlab.estimators._gmm_programs import make_starts
-        from latentlab.estimators._rows import pad_rows
-
-        n, d = X.shape
-        shift, _ = _pilot(X, observed)
-        unit = self._standardising_units(np.where(observed, X - shift, 0.0), observed)
-        Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
-        weights, means, scale = self._user_init(K, d, shift, unit)
-        rng = check_random_state(self.random_state)
-        need_resp = weights is None or means is None or scale is None
-        rows = int(bucket(n))
-        reg = self._variance_floor(unit, dtype).astype(dtype)
-        resp = self._start_responsibilities(Z, K, need_resp, 1, (rows, K), rng, dtype)
-        user, use_user = self._given_start(weights, means, scale, K, K, dtype)
-        starts = _jit_starts(make_starts)(
-            pad_rows(Z, rows).astype(dtype),
-            pad_rows(np.ones(n), rows).astype(dtype),
-            resp,
-            reg,
-            np.ones(K, bool),
-            user,
-            use_user,
-            covariance_type=self.covariance_type,
-        )
-        params = jax.tree.map(lambda a: np.asarray(a[0], dtype), starts)
-        state = {
-            "shift": shift,
-            "unit": unit,
-            "reg_covar": np.asarray(reg, np.float64),
-            "rows_per_call": np.asarray(rows, np.int64),
-        }
-        return state, params

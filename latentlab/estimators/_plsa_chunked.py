@@ -30,14 +30,15 @@ from latentlab._plsa_chunk_tasks import (
     Layout,
     map_chunks,
     new_block_summary,
-    summarise_counts,
 )
 from latentlab._shapes import bucket, fold_in_rows, topics
-from latentlab.estimators._chunked import _forget_feature_names
+from latentlab.estimators._plsa_fitting import draw_starts, fit_em_program
 from latentlab.estimators._plsa_programs import (
     FOLD_IN_MAX_ITER,
     _pad_topics,
+    fold_in_tol,
     takes_dense,
+    with_topics,
 )
 from latentlab.inference.chunked import RowChunks, host_sum, register
 from latentlab.inference.em import run_em
@@ -182,28 +183,29 @@ def _staged(shape: Layout, tempered: bool, n_docs: int) -> bool:
 # ----------------------------------------------------------------------------- fit
 
 
-def fit_chunked(est, source: RowChunks):
-    """``PLSA.fit`` on a chunked source: exact EM, the counts read chunk by chunk."""
-    if est.method != "em":
-        raise ValueError(
-            f"PLSA(method={est.method!r}) needs X in memory; out-of-core and Dask inputs "
-            "are fitted by method='em'"
-        )
-    if est.devices is not None:
-        raise ValueError(
-            f"PLSA(devices={est.devices!r}) splits in-memory fits only; out-of-core and "
-            "Dask counts are fitted on the default device (leave devices=None)"
-        )
-    K = est._check_settings()
+def fit_chunked(
+    source: RowChunks,
+    summary: CountSummary,
+    K: int,
+    hyper: plsa.Hyper,
+    *,
+    tempered: bool,
+    theta0,
+    phi0,
+    random_state,
+    n_init: int,
+    tol,
+    max_iter: int,
+    accelerate: bool,
+    verbose: int,
+):
+    """Exact EM on a chunked source (its ``summary`` from
+    :func:`~latentlab._plsa_chunk_tasks.summarise_counts`), the counts read chunk by
+    chunk: the outputs of :func:`~latentlab.estimators._plsa_fitting.fit_em_program`,
+    with the in-memory fit's padding, starts and schedule.  ``hyper``: the K topics'
+    hyperparameters (their dtype is the program's).  Call it in the estimator's
+    precision."""
     D, W = source.shape
-    if est.vocabulary is not None and len(est.vocabulary) != W:  # before the first pass
-        est._check_words(np.ones(W))
-    summary = summarise_counts(source)
-    est._check_words(summary.word_totals)
-    _forget_feature_names(est, W)
-    theta0 = est._user_init("doc_topic_init", (D, K))
-    phi0 = est._user_init("topic_word_init", (K, W))
-    tempered = est.tempering != 1
     chunk_rows = int(source.chunk_size)
     n_docs = bucket(D, 32)  # the in-memory fit's padded rows: the same random starts
     shape = layout(summary, bucket(chunk_rows, 8), W, tempered, n_docs)
@@ -211,27 +213,37 @@ def fit_chunked(est, source: RowChunks):
     # the in-memory rule for padding the topic axis
     per_topic = n_docs * W if shape.dense else bucket(summary.nnz, 256)
     n_topics = topics(K, per_topic)
-    with est._precision():
-        dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
-        starts = est._starts(n_docs, D, W, K, theta0, phi0, dtype)
-        hyper = est._hyper(dtype, K, n_topics)
-        tokens = np.ones(n_docs, dtype)
-        tokens[:D] = np.maximum(summary.doc_lengths, 1.0)
-        doc_mask = (np.arange(n_docs) < D).astype(dtype)
-        program_work = per_topic * n_topics
-        counts = CountsPass(source, shape, hyper, tempered, dtype, program_work=program_work)
-        with register(counts) as token:
-            data = ChunkedCorpus(
-                token,
-                doc_mask,
-                tokens,
-                np.asarray(summary.log_coefficient, dtype),
-                np.arange(n_docs, dtype=np.int32),
-            )
-            # the in-memory fit's program, its E-step and last fold-in on the host
-            route = (_E_STEPS[tempered], n_topics, program_work, _LAST_FOLD_IN[staged])
-            out = est._fit_em(data, starts, summary.tolerance_scale(), K, dtype, chunked=route)
-    return est._store_fit(*out, doc_lengths=summary.doc_lengths, last_is_objective=True)
+    dtype = np.dtype(hyper.tempering.dtype)
+    starts = draw_starts(random_state, n_init, n_docs, D, W, K, theta0, phi0, dtype)
+    tokens = np.ones(n_docs, dtype)
+    tokens[:D] = np.maximum(summary.doc_lengths, 1.0)
+    doc_mask = (np.arange(n_docs) < D).astype(dtype)
+    program_work = per_topic * n_topics
+    program_hyper = with_topics(hyper, K, n_topics)
+    counts = CountsPass(source, shape, program_hyper, tempered, dtype, program_work=program_work)
+    with register(counts) as token:
+        data = ChunkedCorpus(
+            token,
+            doc_mask,
+            tokens,
+            np.asarray(summary.log_coefficient, dtype),
+            np.arange(n_docs, dtype=np.int32),
+        )
+        # the in-memory fit's program, its E-step and last fold-in on the host
+        route = (_E_STEPS[tempered], n_topics, program_work, _LAST_FOLD_IN[staged])
+        return fit_em_program(
+            data,
+            starts,
+            summary.tolerance_scale(),
+            K,
+            hyper,
+            tol=tol,
+            max_iter=max_iter,
+            accelerate=accelerate,
+            verbose=verbose,
+            tempered=tempered,
+            chunked=route,
+        )
 
 
 # ----------------------------------------------------------------------------- fold-in
@@ -247,21 +259,18 @@ def _fold_in_program(theta, data, phi, hyper, tol, *, max_iter, staged):
 _FOLD_IN = Program(_fold_in_program, static_argnames=("max_iter", "staged"))
 
 
-def fold_in_source(est, source: RowChunks):
-    """``PLSA._fold_in_new`` on a chunked source: the in-memory fold-in's program (its
-    padding, topic padding, batches and compiled variant), the counts read from the
-    host, so theta equals the in-memory ``transform`` to round-off.
+def fold_in_source(source: RowChunks, phi, hyper: plsa.Hyper, *, tempered: bool):
+    """:func:`~latentlab.estimators._plsa_fold_in.fold_in_documents` on a chunked
+    source: the in-memory fold-in's program (its padding, topic padding, batches and
+    compiled variant) at the topics ``phi`` (K, W) with the K topics' ``hyper``, the
+    counts read from the host, so theta equals the in-memory ``transform`` to
+    round-off.  Call it in the estimator's precision.
 
     Returns ``(theta (n, K), sum x log p per document, multinomial coefficient per
     document, impossible documents, converged, tokens in all)``, NumPy; theta (n x K) is held on the
     client, as in the chunked fit."""
     D, W = source.shape
-    if W != est.n_features_in_:
-        raise ValueError(
-            f"X has {W} features, but PLSA is expecting {est.n_features_in_} features as input."
-        )
-    K = est.n_components_
-    phi = est.params_["phi"]
+    K = phi.shape[0]
     drop = phi.sum(axis=0) <= 0
     parts = map_chunks(source, partial(new_block_summary, drop=drop))
     lengths = np.concatenate([p[0] for p in parts])
@@ -269,40 +278,38 @@ def fold_in_source(est, source: RowChunks):
     coefficients = np.concatenate([p[2] for p in parts])
     nnz = [p[3] for p in parts]
     summary = CountSummary(lengths, np.zeros(W), int(sum(nnz)), max(nnz), 0.0)
-    tempered = est.tempering != 1
     n_docs = fold_in_rows(D)  # the in-memory fold-in's padded rows
     shape = layout(summary, bucket(int(source.chunk_size), 8), W, tempered, n_docs)
     # the in-memory rule for padding the topic axis
     per_topic = n_docs * W if shape.dense else fold_in_rows(summary.nnz)
     n_topics = topics(K, per_topic)
-    with est._precision():
-        dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
-        _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)
-        hyper = est._hyper(dtype, K, n_topics)
-        theta = np.broadcast_to(plsa.uniform_topics(hyper, n_topics, dtype), (n_docs, n_topics))
-        tokens = np.ones(n_docs, dtype)
-        tokens[:D] = np.maximum(lengths, 1.0)
-        doc_mask = (np.arange(n_docs) < D).astype(dtype)
-        work = per_topic * n_topics
-        counts = CountsPass(source, shape, hyper, tempered, dtype, program_work=work, drop=drop)
-        with register(counts) as token:
-            data = ChunkedCorpus(
-                token,
-                doc_mask,
-                tokens,
-                np.zeros((), dtype),  # the objective is not reported
-                np.arange(n_docs, dtype=np.int32),
-            )
-            out = _FOLD_IN.for_work(work)(
-                np.asarray(theta, dtype),
-                data,
-                np.asarray(phi, dtype),
-                hyper,
-                np.asarray(est._fold_in_tol(dtype), dtype),
-                max_iter=FOLD_IN_MAX_ITER,
-                staged=_staged(shape, tempered, n_docs),
-            )
-            theta, doc_loglik, _, converged = jax.device_get(out)
+    dtype = np.dtype(hyper.tempering.dtype)
+    _, phi = _pad_topics(np.zeros((0, K)), phi, n_topics)
+    hyper = with_topics(hyper, K, n_topics)
+    theta = np.broadcast_to(plsa.uniform_topics(hyper, n_topics, dtype), (n_docs, n_topics))
+    tokens = np.ones(n_docs, dtype)
+    tokens[:D] = np.maximum(lengths, 1.0)
+    doc_mask = (np.arange(n_docs) < D).astype(dtype)
+    work = per_topic * n_topics
+    counts = CountsPass(source, shape, hyper, tempered, dtype, program_work=work, drop=drop)
+    with register(counts) as token:
+        data = ChunkedCorpus(
+            token,
+            doc_mask,
+            tokens,
+            np.zeros((), dtype),  # the objective is not reported
+            np.arange(n_docs, dtype=np.int32),
+        )
+        out = _FOLD_IN.for_work(work)(
+            np.asarray(theta, dtype),
+            data,
+            np.asarray(phi, dtype),
+            hyper,
+            np.asarray(fold_in_tol(dtype), dtype),
+            max_iter=FOLD_IN_MAX_ITER,
+            staged=_staged(shape, tempered, n_docs),
+        )
+        theta, doc_loglik, _, converged = jax.device_get(out)
     theta = np.array(theta[:D, :K], np.float64)
     doc_loglik = np.array(doc_loglik[:D], np.float64)
     tokens = float(sum(p[4] for p in parts))

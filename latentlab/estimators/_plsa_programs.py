@@ -1,4 +1,5 @@
-"""pLSA's fold-in program and corpus preparation, for :class:`latentlab.PLSA`.
+"""pLSA's fold-in program, its inputs (the padded corpus, the hyperparameters) and
+corpus preparation, for :class:`latentlab.PLSA`.
 
 The estimator's fit (:func:`latentlab.inference.em.fit_em` with the last fold-in as
 its finish: :func:`latentlab.models.plsa.em_model`) and fold-in each run as one
@@ -13,11 +14,36 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab._shapes import bucket, fold_in_rows, topics
+from latentlab.estimators.base import to_numpy
 from latentlab.inference.programs import Program
 from latentlab.models import plsa
 
 FOLD_IN_TOL = plsa.FOLD_IN_TOL
 FOLD_IN_MAX_ITER = plsa.FOLD_IN_MAX_ITER
+
+
+def fold_in_tol(dtype) -> float:
+    """Fold-in's stopping tolerance in ``dtype``: :data:`FOLD_IN_TOL`, or 100 ulps
+    where that is coarser (float32)."""
+    return max(FOLD_IN_TOL, 100 * float(np.finfo(dtype).eps))
+
+
+def hyperparameters(
+    doc_topic_prior, topic_word_prior, use_prior: bool, tempering, dtype
+) -> plsa.Hyper:
+    """The settings as the programs' :class:`~latentlab.models.plsa.Hyper` of NumPy
+    scalars in ``dtype``; a prior of None is 1 (flat)."""
+    alpha = 1.0 if doc_topic_prior is None else float(doc_topic_prior)
+    beta = 1.0 if topic_word_prior is None else float(topic_word_prior)
+    values = (alpha, beta, float(use_prior), float(tempering))
+    dtype = np.dtype(dtype)
+    return plsa.Hyper(*(np.asarray(v, dtype) for v in values))
+
+
+def with_topics(hyper: plsa.Hyper, K: int, n_topics: int) -> plsa.Hyper:
+    """``hyper`` with the topic mask of K real topics padded to ``n_topics``."""
+    mask = (np.arange(n_topics) < K).astype(hyper.tempering.dtype)
+    return hyper._replace(topic_mask=mask)
 
 
 def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
@@ -39,6 +65,27 @@ def _fold_in_program(theta, corpus, phi, hyper, tol, *, max_iter, tempered):
 
 # Small corpora run the quick-compile variant (see latentlab.inference.programs).
 _FOLD_IN = Program(_fold_in_program, static_argnames=("max_iter", "tempered"))
+
+
+def run_fold_in(corpus: plsa.Corpus, phi, hyper: plsa.Hyper, *, tempered: bool, theta=None):
+    """Fold-in at the topics ``phi`` (n_topics, W) from ``theta`` (n_docs_padded,
+    n_topics), uniform by default, by the compiled program for this corpus size: theta,
+    the per-document sum x log p (no coefficient), the fit objective at (theta, phi)
+    and whether fold-in converged; NumPy outputs."""
+    dtype = np.dtype(corpus.doc_mask.dtype)
+    n_topics = phi.shape[0]
+    if theta is not None:
+        theta = np.asarray(theta, dtype)
+    theta, doc_loglik, objective, converged = _fold_in_driver(corpus, n_topics)(
+        theta,
+        corpus,
+        np.asarray(phi, dtype),
+        hyper,
+        np.asarray(fold_in_tol(dtype), dtype),
+        max_iter=FOLD_IN_MAX_ITER,
+        tempered=tempered,
+    )
+    return to_numpy(theta), to_numpy(doc_loglik), float(objective), bool(converged)
 
 
 def _work(corpus: plsa.Corpus, n_components: int) -> int:

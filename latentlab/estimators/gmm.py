@@ -3,10 +3,11 @@
 One class and pure functions, as scikit-learn's ``mixture/_gaussian_mixture.py``.
 The class is the surface: settings, validation, ``fit``/``partial_fit``, storing the
 fitted attributes and the fitted quantities (scoring, imputation, sampling); the
-few private methods it keeps either need the estimator itself (validation against
-the fit, the working precision) or are the steps of ``fit`` that the chunked route
-(:func:`latentlab.estimators._chunked.fit_mixture`) runs on it.  Everything else is
-a function of explicit arguments:
+few private methods it keeps need the estimator itself (validation against the fit,
+the working precision, the settings a start or the EM program reads); ``fit`` on a
+memmap or Dask array (``_fit_chunked``) reads the rows through the shared row-source
+helpers of :mod:`latentlab.estimators._chunked`.  Everything else is a function of
+explicit arguments:
 
 - this module: the fitting routes -- the EM program over row blocks, MAP/SVI
   through the shared multi-start driver, online EM's first start and M-step -- and
@@ -18,7 +19,8 @@ a function of explicit arguments:
   a fitted mixture at fixed row counts;
 - :mod:`~latentlab.estimators._gmm_conditionals`: the conditional mixture of the
   missing entries given the observed ones (imputation);
-- :mod:`latentlab.estimators._online`: stepwise EM's step sizes and moment mixing;
+- this module also: online EM's moment mixing; :mod:`latentlab.estimators._online`
+  holds the step sizes and chunk checks stepwise EM shares with PPCA/FA;
 - :mod:`latentlab.models.gmm`: the model's declaration and its algebra.
 
 It is long because ~300 of its lines are docstrings (the class's documents 22
@@ -28,7 +30,7 @@ settings) and ``fit`` maps between the data's and EM's units.
 from __future__ import annotations
 
 import warnings
-from functools import partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +69,13 @@ from latentlab._validation import (
     check_positive_int,
 )
 from latentlab.estimators import _posterior_hooks
+from latentlab.estimators._chunked import (
+    forget_feature_names,
+    read_all,
+    source_mesh,
+    start_rows,
+    summarise_gaussian,
+)
 from latentlab.estimators._gmm_conditionals import (
     conditional_chunks,
     mixture_moments,
@@ -91,12 +100,9 @@ from latentlab.estimators._gmm_starts import (
     warm_init,
 )
 from latentlab.estimators._online import (
-    _centred_moments,
-    _check_chunk,
-    _jit_starts,
-    _mix_moments,
-    _pilot,
+    check_chunk,
     check_learning_decay,
+    pilot_moments,
     step_size,
 )
 from latentlab.estimators.base import (
@@ -106,7 +112,7 @@ from latentlab.estimators.base import (
     to_numpy,
     warn_not_converged,
 )
-from latentlab.inference.chunked import is_dask, row_source
+from latentlab.inference.chunked import RowChunks, is_dask, register, row_source
 from latentlab.inference.em import fit_em
 from latentlab.inference.sharding import row_mesh, shard_fields
 from latentlab.models import gmm
@@ -242,7 +248,7 @@ def online_start(
     them, the rows per compiled call) and ``fit``'s start (one, by ``init_params`` or
     the ``*_init`` values) from the first chunk ``X``; returns (state, params)."""
     n, d = X.shape
-    shift, _ = _pilot(X, observed)
+    shift, _ = pilot_moments(X, observed)
     unit = standardising_units(np.where(observed, X - shift, 0.0), observed, covariance_type)
     Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
     weights, means, scale = user_init(
@@ -263,7 +269,7 @@ def online_start(
         covariance_type=covariance_type,
     )
     user, use_user = given_start(weights, means, scale, K, K, d, dtype, covariance_type)
-    starts = _jit_starts(make_starts)(
+    starts = compiled_starts(make_starts)(
         pad_rows(Z, rows).astype(dtype),
         pad_rows(np.ones(n), rows).astype(dtype),
         resp,
@@ -391,6 +397,81 @@ def warn_on_degeneracy(
             UserWarning,
             skip_file_prefixes=LATENTLAB_FILES,
         )
+
+
+# ------------------------------------------------ online EM's moments, the chunked row pass
+
+
+def centred_moments(count, sum_dx, sum_dxx, means, n_rows, covariance_type):
+    """Per-row averages of a chunk's mixture statistics about the current means
+    (``gmm.MixtureStats``, summed), as (mass (K,), component mean (K, d), scatter
+    about it (K, d, d) or (K, d))."""
+    safe = np.where(count > 0, count, 1.0)
+    delta = sum_dx / safe[:, None]
+    if covariance_type in ("full", "tied"):
+        scatter = sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
+    else:
+        scatter = sum_dxx - count[:, None] * delta**2
+    return count / n_rows, means + delta, scatter / n_rows
+
+
+def mix_moments(old, new, eta):
+    """(1 - eta) old + eta new for the mixture's per-component moments, merged about
+    the new mean by Chan et al.'s pairwise update (vectorised over components)."""
+    (ca, ma, Sa), (cb, mb, Sb) = old, new
+    ca, Sa, cb, Sb = (1.0 - eta) * ca, (1.0 - eta) * Sa, eta * cb, eta * Sb
+    count = ca + cb
+    safe = np.where(count > 0, count, 1.0)
+    delta = mb - ma
+    mean = ma + delta * (cb / safe)[:, None]
+    weight = ca * cb / safe
+    if Sa.ndim == 3:
+        scatter = Sa + Sb + weight[:, None, None] * delta[:, :, None] * delta[:, None, :]
+    else:
+        scatter = Sa + Sb + weight[:, None] * delta**2
+    return count, mean, scatter
+
+
+@cache
+def compiled_starts(make_starts):
+    # fit's starts as one compiled program (eagerly, k-means would run op by op)
+    return jax.jit(make_starts, static_argnames="covariance_type")
+
+
+class MixtureRowsPass:
+    """The host side of the mixture's E-step: every row, every iteration."""
+
+    def __init__(self, source: RowChunks, shift, unit, covariance_type, dtype, mesh=None):
+        self.source = source
+        self.mesh = mesh
+        self.shift, self.unit = shift, unit
+        self.covariance_type = covariance_type
+        self.dtype = np.dtype(dtype)
+        size = source.chunk_size
+        self.rows_per_call = (min(size, CHUNK), min(size, MISSING_CHUNK[covariance_type]))
+
+    def reduce(self, name, weights, means, scale):
+        assert name == "gmm_rows"
+        params = gmm.Params(*(np.asarray(a, self.dtype) for a in (weights, means, scale)))
+        block_fn = partial(
+            mixture_rows,
+            params=params,
+            shift=self.shift,
+            unit=self.unit,
+            covariance_type=self.covariance_type,
+            dtype=self.dtype,
+            rows_per_call=self.rows_per_call,
+            mesh=self.mesh,
+            calls=-(-self.source.chunk_size // self.rows_per_call[0]),
+        )
+        if self.source.dask:
+            template = block_fn(np.zeros((0, self.source.shape[1])))
+            return self.source.map_reduce(block_fn, template)
+        total = None
+        for start, stop in self.source.slices():
+            out = block_fn(self.source.read(start, stop))
+            total = out if total is None else [a + b for a, b in zip(total, out, strict=True)]
+        return total
 
 
 # ----------------------------------------------------------------------------- the estimator
@@ -647,9 +728,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         previous = self._previous_fit()
         source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:  # out of core or Dask: exact EM over row chunks
-            from latentlab.estimators._chunked import fit_mixture
-
-            return fit_mixture(self, source, previous)
+            return self._fit_chunked(source, previous)
         X = check_data(self, X, reset=True, allow_nan=True, min_samples=1)
         observed = ~np.isnan(X)
         check_no_empty_rows(observed)
@@ -662,12 +741,14 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         # feature at unit variance the starts (k-means), SQUAREM's step length and the
         # covariance floor do not depend on the data's units, so neither does the fit.
         # Starts are made from data with missing entries at their column means.
-        unit = self._standardising_units(np.where(observed, X - shift, 0.0), observed)
+        unit = standardising_units(
+            np.where(observed, X - shift, 0.0), observed, self.covariance_type
+        )
         Z = np.where(observed, (X - shift) / unit, 0.0)
         if previous is None:
             weights, means, scale = self._user_init(K, d, shift, unit)
         else:
-            weights, means, scale = self._warm_init(previous, K, d, shift, unit)
+            weights, means, scale = warm_init(previous, K, d, shift, unit, self.covariance_type)
         rng = check_random_state(self.random_state)
         need_resp = weights is None or means is None or scale is None
         n_starts = self.n_init if previous is None else 1
@@ -686,12 +767,12 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 dtype=self.dtype,
                 devices=self.devices,
             )
-            padded = mixture_components(K, self._estep_work(observed), key=key)
+            padded = mixture_components(K, estep_work(observed, self.covariance_type), key=key)
         with self._precision():
             # host arrays already in the working dtype: no eager JAX conversions (each
             # would be a compiled program of its own on a cold start)
             dtype = np.dtype(self.dtype)
-            reg = self._variance_floor(unit, dtype).astype(dtype)
+            reg = variance_floor(unit, dtype, self.reg_covar).astype(dtype)
             resp = self._start_responsibilities(
                 Z, K, need_resp, n_starts, (rows, padded), rng, dtype
             )
@@ -754,7 +835,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 "GaussianMixture.partial_fit fits by maximum likelihood; covariance_prior "
                 f"must be 0 there (got {self.covariance_prior!r}); use fit"
             )
-        X, observed = _check_chunk(self, X, first=first, min_samples=1)
+        X, observed = check_chunk(self, X, first=first, min_samples=1)
         ctype = self.covariance_type
         with self._precision():
             dtype = np.dtype(self.dtype)
@@ -793,12 +874,12 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
                 rows_per_call=rows,
                 mesh=row_mesh(self.devices),
             )
-            moments = _centred_moments(
+            moments = centred_moments(
                 count, sum_dx, sum_dxx, np.asarray(params.means, np.float64), X.shape[0], ctype
             )
             if not first:
                 old = tuple(state[k] for k in ("mass", "mean", "scatter"))
-                moments = _mix_moments(old, moments, step_size(step, decay))
+                moments = mix_moments(old, moments, step_size(step, decay))
             params = online_m_step(moments, params, state["reg_covar"], ctype, dtype)
         # log p(x) = log p(z) - sum over observed entries of log unit_j
         loglik = float(loglik) - float(observed.sum(axis=0) @ np.log(state["unit"]))
@@ -891,7 +972,90 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             warn_not_converged(self)
         return self
 
-    # -- the steps of fit that the chunked route runs too (_chunked.fit_mixture) ---------
+    def _fit_chunked(self, source, previous):
+        """``GaussianMixture.fit`` on a chunked source: EM over every row each iteration
+        (responsibilities) from the in-memory fit's start -- made from every row, up to
+        :data:`~latentlab.estimators._chunked.START_BYTES` of them (beyond: from that
+        many evenly spaced rows) -- unless ``weights_init``, ``means_init`` and
+        ``precisions_init`` are all given (or ``warm_start``).  Up to that size the EM
+        iterates are the in-memory fit's to round-off."""
+        n, d = source.shape
+        if self.method != "em":
+            raise ValueError(
+                f"GaussianMixture(method={self.method!r}) needs X in memory; out-of-core and "
+                "Dask inputs are fitted by method='em'"
+            )
+        forget_feature_names(self, d)
+        K = self._check_settings(n, d)
+        mesh = source_mesh(self, source)
+        summary = summarise_gaussian(source)
+        columns = summary.columns
+        shift = summary.about_mean()[0]
+        # the feature scale from the observed centred sums of squares (as in memory)
+        unit = standardising_units(
+            np.sqrt(columns.second)[None, :], columns.count[None, :], self.covariance_type
+        )
+        if previous is None:
+            weights, means, scale = self._user_init(K, d, shift, unit)
+        else:
+            weights, means, scale = warm_init(previous, K, d, shift, unit, self.covariance_type)
+        rng = check_random_state(self.random_state)
+        need_resp = weights is None or means is None or scale is None
+        resident = n <= source.resident_rows
+        # the start's rows: every row (the in-memory start: k-means, or the random draws,
+        # on all of them) when they take at most START_BYTES; a start from the given
+        # parameters alone needs one chunk (its rows only shape the program)
+        sample = start_rows(source, every_row=need_resp or resident)
+        observed = ~np.isnan(sample)
+        Z = np.where(observed, (sample - shift) / unit, 0.0)
+        m = Z.shape[0]
+        padded = K
+        if resident:
+            # few enough to hold: every row in the program, which is then the in-memory
+            # one (components padded alike), one call per fit and no host round trips
+            X = sample if m == n else read_all(source)
+            held = ~np.isnan(X)
+            padded = mixture_components(K, estep_work(held, self.covariance_type))
+        n_starts = self.n_init if previous is None else 1
+        rows = int(np.prod(padded_size(m, CHUNK, em_rows)))
+        with self._precision():
+            dtype = np.dtype(self.dtype)
+            reg = variance_floor(unit, dtype, self.reg_covar).astype(dtype)
+            resp = self._start_responsibilities(
+                Z, K, need_resp, n_starts, (rows, padded), rng, dtype
+            )
+            start_data = (
+                pad_rows(Z, rows).astype(dtype),
+                pad_rows(np.ones(m), rows).astype(dtype),
+                resp,
+                np.arange(padded) < K,
+                *self._given_start(weights, means, scale, K, padded, dtype),
+            )
+            if n <= source.resident_rows:
+                result = self._fit_em(
+                    start_data, np.where(held, (X - shift) / unit, 0.0), held, reg
+                )
+            else:
+                rows_pass = MixtureRowsPass(source, shift, unit, self.covariance_type, dtype, mesh)
+                with register(rows_pass) as token:
+                    # one all-padding chunk in the program; every row comes from the host
+                    data = gmm.GMMData(
+                        np.zeros((1, 8, d), dtype),
+                        np.zeros((1, 8), dtype),
+                        np.zeros((0, 1, d), dtype),
+                        np.zeros((0, 1, d), dtype),
+                        token,
+                    )
+                    result = self._run_em_program(start_data, data, reg, n)
+            params, trace, converged, objective, breakdown = result
+            fitted = {name: np.asarray(v) for name, v in params._asdict().items()}
+        result = (fitted, trace, converged, objective, breakdown)
+        counts = columns.count
+        return self._store_fit(
+            *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None
+        )
+
+    # -- the steps of fit that the chunked route runs too --------------------------------
 
     def _previous_fit(self):
         """This estimator's fitted parameters (data units) when ``warm_start`` asks to
@@ -899,11 +1063,6 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         if not self.warm_start or not hasattr(self, "params_"):
             return None
         return {k: np.asarray(v, np.float64) for k, v in self.params_.items()}
-
-    def _standardising_units(self, Xc, observed):
-        """:func:`~latentlab.estimators._gmm_starts.standardising_units` for this
-        estimator's covariance type."""
-        return standardising_units(Xc, observed, self.covariance_type)
 
     def _user_init(self, K, d, shift, unit):
         """The ``*_init`` settings in standardised units
@@ -918,20 +1077,6 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             unit,
             self.covariance_type,
         )
-
-    def _warm_init(self, previous, K, d, shift, unit):
-        """The previous fit in standardised units
-        (:func:`~latentlab.estimators._gmm_starts.warm_init`)."""
-        return warm_init(previous, K, d, shift, unit, self.covariance_type)
-
-    def _estep_work(self, observed):
-        """:func:`~latentlab.estimators._gmm_starts.estep_work` for this covariance type."""
-        return estep_work(observed, self.covariance_type)
-
-    def _variance_floor(self, unit, dtype):
-        """``reg_covar`` as the floor in standardised units
-        (:func:`~latentlab.estimators._gmm_starts.variance_floor`)."""
-        return variance_floor(unit, dtype, self.reg_covar)
 
     def _start_responsibilities(self, Z, K, need_resp, n_starts, shape, rng, dtype):
         """Starting responsibilities by ``init_params``

@@ -1,12 +1,13 @@
 """``latentlab.PLSA``: probabilistic latent semantic analysis fitted by EM or MAP/SVI.
 
-Longer than ~400 lines because it is one public class: ~160 lines are docstrings
-(the class's documents 19 settings), and its scikit-learn surface (validation, fit,
-scores, information criteria, sampling) belongs together.  The compiled programs
-and the corpus preparation live in :mod:`latentlab.estimators._plsa_programs`, the
-fitting routes in ``_plsa_fitting``, fold-in of new documents and document
-completion in ``_plsa_fold_in``, the model's algebra in :mod:`latentlab.models.plsa`,
-MAP/SVI in :func:`latentlab.inference.svi.fit_best_of`.
+One class, the whole scikit-learn surface: it validates and converts the counts,
+calls pure functions, and stores the fitted attributes.  The functions live by
+concept: the compiled programs, their inputs and the corpus preparation in
+:mod:`latentlab.estimators._plsa_programs`, the fitting routes (starts, EM, MAP/SVI)
+in ``_plsa_fitting``, fold-in of new documents and document completion in
+``_plsa_fold_in``, stepwise EM's statistics in ``_plsa_online``, the chunked route in
+``_plsa_chunked``; the model's algebra in :mod:`latentlab.models.plsa`, MAP/SVI in
+:func:`latentlab.inference.svi.fit_best_of`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, clone
 from sklearn.utils.validation import (
     _num_samples,
     check_is_fitted,
 )
 
-from latentlab._plsa_chunk_tasks import check_counts
+from latentlab._plsa_chunk_tasks import check_counts, summarise_counts
 from latentlab._settings import (
     ArrayLike,
     Boolean,
@@ -41,12 +42,25 @@ from latentlab._settings import (
 )
 from latentlab._validation import check_data, check_positive_int
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._plsa_fitting import PLSAFittingMixin
-from latentlab.estimators._plsa_fold_in import FoldInMixin
-from latentlab.estimators._plsa_online import OnlinePLSAMixin
+from latentlab.estimators._online import check_learning_decay
+from latentlab.estimators._plsa_fitting import draw_starts, fit_em_program, fit_gradient
+from latentlab.estimators._plsa_fold_in import (
+    completion_scores,
+    fold_in_documents,
+    fold_in_result,
+    thin_counts,
+)
+from latentlab.estimators._plsa_online import (
+    chunk_statistics,
+    running_statistics,
+    update_topics,
+)
 from latentlab.estimators._plsa_programs import (
     _corpus,
     _tolerance_scale,
+    hyperparameters,
+    run_fold_in,
+    with_topics,
 )
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
@@ -84,9 +98,6 @@ METHODS = ("em", "map", "svi")
 
 
 class PLSA(
-    OnlinePLSAMixin,
-    PLSAFittingMixin,
-    FoldInMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     GenerativeMixin,
@@ -340,14 +351,14 @@ class PLSA(
     def _hyper(self, dtype, K, n_topics=None) -> plsa.Hyper:
         """The hyperparameters as NumPy scalars; with a topic mask when the K topics are
         padded to ``n_topics``."""
-        alpha = 1.0 if self.doc_topic_prior is None else float(self.doc_topic_prior)
-        beta = 1.0 if self.topic_word_prior is None else float(self.topic_word_prior)
-        values = (alpha, beta, float(self._use_prior()), float(self.tempering))
-        dtype = np.dtype(dtype)
-        mask = None
-        if n_topics is not None:
-            mask = (np.arange(n_topics) < K).astype(dtype)
-        return plsa.Hyper(*(np.asarray(v, dtype) for v in values), topic_mask=mask)
+        hyper = hyperparameters(
+            self.doc_topic_prior,
+            self.topic_word_prior,
+            self._use_prior(),
+            self.tempering,
+            dtype,
+        )
+        return hyper if n_topics is None else with_topics(hyper, K, n_topics)
 
     def _user_init(self, name, shape):
         value = getattr(self, name)
@@ -373,9 +384,7 @@ class PLSA(
         are fitted by the same EM, read in row chunks (``method="em"`` only)."""
         source = row_source(X, chunk_size=self.chunk_size)
         if source is not None:  # out of core or Dask: exact EM over row chunks
-            from latentlab.estimators._plsa_chunked import fit_chunked
-
-            return fit_chunked(self, source)
+            return self._fit_source(source)
         csr = self._counts(X, reset=True)
         K = self._check_settings()
         D, W = csr.shape
@@ -385,15 +394,31 @@ class PLSA(
         with self._precision():
             dtype = jax.dtypes.canonicalize_dtype(np.float64)
             corpus = _corpus(csr, dtype, nonzeros=True if self.tempering != 1 else None)
-            starts = self._starts(corpus.doc_mask.shape[0], D, W, K, theta0, phi0, dtype)
+            n_docs = corpus.doc_mask.shape[0]
+            starts = draw_starts(
+                self.random_state, self.n_init, n_docs, D, W, K, theta0, phi0, dtype
+            )
             if self.method == "em":
                 fitted = self._fit_em(corpus, starts, _tolerance_scale(csr), K, dtype)
                 theta, phi, trace, n_iter, converged, objective = fitted
             else:
-                hyper = self._hyper(dtype, K)
-                theta, phi, trace, n_iter, converged = self._fit_svi(csr, K, starts, D)
+                theta, phi, trace, n_iter, converged = fit_gradient(
+                    csr,
+                    K,
+                    starts,
+                    D,
+                    method=self.method,
+                    doc_topic_prior=self.doc_topic_prior,
+                    topic_word_prior=self.topic_word_prior,
+                    svi_steps=self.svi_steps,
+                    learning_rate=self.learning_rate,
+                    random_state=self.random_state,
+                )
                 # the last fold-in (see models.plsa.fit_finish), from the uniform as transform
-                theta, _, objective, _ = self._fold_in(corpus, phi, hyper)
+                hyper = self._hyper(dtype, K)
+                theta, _, objective, _ = run_fold_in(
+                    corpus, phi, hyper, tempered=self.tempering != 1
+                )
         return self._store_fit(
             theta,
             phi,
@@ -403,6 +428,68 @@ class PLSA(
             objective,
             doc_lengths=np.asarray(csr.sum(axis=1), dtype=np.float64).ravel(),
             last_is_objective=self.method != "svi",
+        )
+
+    def _fit_source(self, source):
+        """``fit`` on a chunked source: exact EM, the counts read chunk by chunk
+        (:func:`latentlab.estimators._plsa_chunked.fit_chunked`)."""
+        from latentlab.estimators._chunked import forget_feature_names
+        from latentlab.estimators._plsa_chunked import fit_chunked
+
+        if self.method != "em":
+            raise ValueError(
+                f"PLSA(method={self.method!r}) needs X in memory; out-of-core and Dask "
+                "inputs are fitted by method='em'"
+            )
+        if self.devices is not None:
+            raise ValueError(
+                f"PLSA(devices={self.devices!r}) splits in-memory fits only; out-of-core "
+                "and Dask counts are fitted on the default device (leave devices=None)"
+            )
+        K = self._check_settings()
+        D, W = source.shape
+        if self.vocabulary is not None and len(self.vocabulary) != W:  # before the first pass
+            self._check_words(np.ones(W))
+        summary = summarise_counts(source)
+        self._check_words(summary.word_totals)
+        forget_feature_names(self, W)
+        theta0 = self._user_init("doc_topic_init", (D, K))
+        phi0 = self._user_init("topic_word_init", (K, W))
+        with self._precision():
+            dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
+            out = fit_chunked(
+                source,
+                summary,
+                K,
+                self._hyper(dtype, K),
+                tempered=self.tempering != 1,
+                theta0=theta0,
+                phi0=phi0,
+                random_state=self.random_state,
+                n_init=self.n_init,
+                tol=self.tol,
+                max_iter=self.max_iter,
+                accelerate=self.accelerate,
+                verbose=self.verbose,
+            )
+        return self._store_fit(*out, doc_lengths=summary.doc_lengths, last_is_objective=True)
+
+    def _fit_em(self, corpus, starts, scale, K, dtype, chunked=None):
+        """:func:`~latentlab.estimators._plsa_fitting.fit_em_program` with this
+        estimator's settings (in memory, or the chunked route's ``chunked``)."""
+        return fit_em_program(
+            corpus,
+            starts,
+            scale,
+            K,
+            self._hyper(np.dtype(dtype), K),
+            tol=self.tol,
+            max_iter=self.max_iter,
+            accelerate=self.accelerate,
+            verbose=self.verbose,
+            tempered=self.tempering != 1,
+            devices=self.devices,
+            chunked=chunked,
         )
 
     def _store_fit(
@@ -433,6 +520,158 @@ class PLSA(
         if not self.converged_:
             warn_not_converged(self)
         return self
+
+    def partial_fit(self, X, y=None):
+        """Update the topics with one chunk of documents by stepwise (online) EM.
+
+        The first call fits its chunk as ``fit`` would (random starts, ``n_init``,
+        ``topic_word_init``).  Every call then folds in the chunk's documents at the
+        current topics (as :meth:`transform`), forms their expected topic-word counts
+        per document, mixes them into the running average with weight
+        ``(t + 2) ** -learning_decay`` and takes the M-step for the topics from the
+        average (Cappe & Moulines 2009; the local/global split of online LDA,
+        Hoffman, Blei & Bach 2010).  ``fit`` ends a stream: a later ``partial_fit``
+        starts a new one from its chunk.
+
+        Online EM assumes exchangeable chunks (documents in random order).  A stream
+        sorted by topic or time is fitted toward its recent chunks: shuffle such a
+        source, or use ``fit`` on it (exact EM over row chunks,
+        :class:`~latentlab.inference.chunked.RowChunks`).
+
+        After each call ``params_["theta"]`` and ``doc_lengths_`` are those of the
+        chunk's documents, ``log_likelihoods_`` holds each chunk's log-likelihood per
+        document under the topics before its update (-inf where a chunk brings a word
+        the stream had not shown: the topics gave it probability 0),
+        ``n_samples_seen_`` counts documents and ``online_state_`` holds the running
+        statistics, so a saved model continues the stream exactly.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_documents, n_words)
+            One chunk of the stream (counts); later chunks must have the same words.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        decay = check_learning_decay(self.learning_decay)
+        first = not hasattr(self, "online_state_")
+        if self.method != "em":
+            raise ValueError(f"PLSA.partial_fit is online EM; got method={self.method!r}")
+        if first:
+            start = clone(self).fit(X)  # validates X and the settings
+            csr = self._counts(X, reset=True)
+            K, phi, step, seen = start.n_components_, start.params_["phi"], 0, 0
+            self.vocabulary_ = start.vocabulary_
+            previous = None
+        else:
+            csr = self._counts(X, reset=False)
+            state = self.online_state_
+            K, phi = self.n_components_, np.asarray(state["phi"], np.float64)
+            step, seen = int(self.n_iter_), int(self.n_samples_seen_)
+            previous = state["word_stats"]
+        n_docs = csr.shape[0]
+        tempered = self.tempering != 1
+        with self._precision():
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            hyper = self._hyper(dtype, K)
+            theta, doc_loglik, word_counts = chunk_statistics(csr, phi, hyper, tempered=tempered)
+        stats = running_statistics(previous, word_counts / n_docs, step, decay)
+        seen += n_docs
+        with self._precision():
+            phi = update_topics(stats, seen, phi, self._hyper(dtype, K))
+        self.online_state_ = {"word_stats": stats, "phi": phi}
+        self.params_ = {"theta": theta, "phi": phi.copy()}
+        self.n_components_ = K
+        self.doc_lengths_ = np.asarray(csr.sum(axis=1), np.float64).ravel()
+        self.n_samples_seen_ = seen
+        self.n_iter_ = step + 1
+        loglik = float(np.sum(doc_loglik + plsa.log_coefficients(csr))) / n_docs
+        before = np.zeros(0) if first else self.log_likelihoods_
+        self.log_likelihoods_ = np.append(before, loglik)
+        self.converged_ = False  # online EM has no convergence test
+        return self
+
+    # -- fold-in ------------------------------------------------------------------------
+
+    def _fold_in_new(self, csr):
+        """Fold in the documents of ``csr``: (theta (n, K), sum x log p per document),
+        -inf for documents with words the topics give probability 0."""
+        with self._precision():
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            theta, doc_loglik, impossible_docs, converged = fold_in_documents(
+                csr,
+                self.params_["phi"],
+                self._hyper(dtype, self.n_components_),
+                tempered=self.tempering != 1,
+            )
+        return fold_in_result(theta, doc_loglik, impossible_docs, converged)
+
+    def _fold_in_source(self, source):
+        """:meth:`_fold_in_new` for a chunked source (memmap, h5py, zarr, Dask): theta
+        (n, K), sum x log p and the multinomial coefficient per document, and the
+        number of tokens; the same fold-in program as in memory, the counts read in
+        chunks."""
+        from latentlab.estimators._plsa_chunked import fold_in_source
+
+        check_is_fitted(self)
+        W = source.shape[1]
+        if W != self.n_features_in_:
+            raise ValueError(
+                f"X has {W} features, but PLSA is expecting {self.n_features_in_} features "
+                "as input."
+            )
+        with self._precision():
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            hyper = self._hyper(dtype, self.n_components_)
+            folded = fold_in_source(
+                source, self.params_["phi"], hyper, tempered=self.tempering != 1
+            )
+        theta, doc_loglik, coefficients, impossible_docs, converged, tokens = folded
+        theta, doc_loglik = fold_in_result(theta, doc_loglik, impossible_docs, converged)
+        return theta, doc_loglik, coefficients, tokens
+
+    def _completion(self, X, fraction, random_state):
+        """Document completion: per document, the held-out part's sum x log p at theta
+        folded in on the rest, its multinomial coefficient and its tokens."""
+        check_is_fitted(self)
+        if not 0 < fraction < 1:
+            raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+        observed, scored = thin_counts(self._counts(X, reset=False), fraction, random_state)
+        with warnings.catch_warnings():
+            # unseen words are dealt with by completion_scores, for the tokens scored
+            warnings.filterwarnings("ignore", message=".*probability 0 under", category=UserWarning)
+            theta, _ = self._fold_in_new(observed)
+        return completion_scores(scored, theta, self.params_["phi"], self.doc_lengths_.sum())
+
+    def completion_log_likelihood(self, X, *, fraction=0.5, random_state=None) -> np.ndarray:
+        """Held-out log-likelihood by document completion; shape (n_documents,).
+
+        Each token of each document is held out with probability ``fraction``
+        (binomial thinning of the counts); theta is folded in on the other tokens and
+        the held-out counts are scored, multinomial coefficient of that part included.
+        Folding in on the very words scored would be optimistic.  A document left with
+        no tokens to fold in on gets uniform topic proportions; one with none held out
+        scores 0.
+
+        Held-out tokens of words absent from the training corpus (probability 0 under
+        maximum-likelihood topics, so -inf, as :meth:`score_samples` reports) are
+        scored at the documented floor ``1 / (N + W)``, the add-one estimate of an
+        unseen word's frequency from N training tokens over W words, with the other
+        words' probabilities scaled by ``1 - m / (N + W)`` for m unseen words so that
+        each document's distribution sums to 1 (a ``UserWarning`` says how many tokens).
+        This keeps cross-validated comparisons (:func:`latentlab.compare`) finite when a
+        rare word falls only in a held-out fold; it is the same for every number of
+        topics.  Without unseen words nothing changes.
+        """
+        loglik, coefficient, _ = self._completion(X, fraction, random_state)
+        return loglik + coefficient
+
+    def completion_perplexity(self, X, *, fraction=0.5, random_state=None) -> float:
+        """Perplexity of the held-out tokens of :meth:`completion_log_likelihood`."""
+        loglik, _, tokens = self._completion(X, fraction, random_state)
+        return float(np.exp(-loglik.sum() / tokens.sum()))
 
     # -- fitted quantities --------------------------------------------------------------
 
