@@ -91,6 +91,26 @@ def test_callable_kernel_equals_builtin():
     assert_allclose(ours.transform(NEW), builtin.transform(NEW), atol=1e-10)
 
 
+def test_numpy_kernel_of_two_rows_equals_scikit_learns():
+    """A callable of two rows written in NumPy (scikit-learn's form) is evaluated on
+    the host, pair by pair, and gives scikit-learn's fit and projections."""
+
+    def histogram(x, y):
+        return np.minimum(x, y).sum()
+
+    X = np.abs(IRIS)
+    ours = latentlab.KernelPCA(n_components=3, kernel=histogram).fit(X)
+    ref = decomposition.KernelPCA(n_components=3, kernel=histogram, eigen_solver="dense").fit(X)
+    assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    Z_ref = ref.transform(np.abs(NEW))
+    assert relative_error(align_signs(ours.transform(np.abs(NEW)), Z_ref), Z_ref) < 1e-10
+    with pytest.raises(ValueError, match="fit_inverse_transform"):
+        latentlab.KernelPCA(2, kernel=histogram, fit_inverse_transform=True).fit(X)
+    # a callable that is neither form is still refused by name
+    with pytest.raises(ValueError, match="kernel callable"):
+        latentlab.KernelPCA(2, kernel=lambda x, y: np.ones(3)).fit(X)
+
+
 def test_randomized_eigensolver_agrees_with_dense_on_decaying_spectrum():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))  # a smooth RBF kernel: geometric eigenvalue decay

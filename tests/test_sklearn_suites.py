@@ -79,10 +79,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "up to cov @ precision == I to 12 decimals at a Heywood optimum of K = 5.)"
     ),
     # -- KernelPCA
-    ("kpca", "test_kernel_pca"): (
-        "its callable kernel calls numpy (np.histogram-style) on its inputs: latentlab's "
-        "callable kernels must be JAX-traceable (documented)"
-    ),
     ("kpca", "test_kernel_pca_invalid_parameters"): MESSAGE,
     ("kpca", "test_precomputed_kernel_not_psd[randomized]"): (
         "second half expects an error for n_components=2 because scikit-learn's randomized "

@@ -69,19 +69,62 @@ def precomputed_kernel(A, B):
     return A
 
 
+class PairwiseKernel:
+    """A user kernel written as scikit-learn's callables are: ``k(x, y)`` of two rows
+    returning a number, evaluated pair by pair on the host (NumPy code need not be
+    traceable by JAX).  Called with two row arrays it gives their Gram matrix; the
+    estimator then treats that matrix as a precomputed kernel."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, A, B):
+        from sklearn.metrics.pairwise import pairwise_kernels
+
+        A, B = np.asarray(A, np.float64), np.asarray(B, np.float64)
+        return np.asarray(pairwise_kernels(A, B, metric=self.fn), np.float64)
+
+
+def _is_pairwise(kernel, n_features) -> bool:
+    """Whether ``kernel`` is a NumPy function of two rows returning a number, and not
+    a NumPy function of two row arrays returning their Gram matrix (which is a
+    ``k(A, B)`` that JAX could not trace: refused by name instead)."""
+    try:
+        value = kernel(np.ones(n_features), np.ones(n_features))
+    except Exception:  # not a function of two rows either
+        return False
+    try:
+        gram = np.shape(kernel(np.ones((3, n_features)), np.ones((2, n_features))))
+    except Exception:  # a function of rows only: scikit-learn's form
+        gram = None
+    return gram != (3, 2) and np.ndim(value) == 0 and np.isfinite(float(value))
+
+
 def resolve_kernel(
-    kernel, gamma, degree, coef0, n_features, name="kernel", allow_precomputed=False
+    kernel,
+    gamma,
+    degree,
+    coef0,
+    n_features,
+    name="kernel",
+    allow_precomputed=False,
+    allow_pairwise=False,
 ):
     """Check kernel settings; return (kernel for the jit'd functions, KernelParams, degree).
 
     ``kernel`` is a built-in name or a jit-compatible callable ``k(A, B)`` mapping arrays
     of shape (n, d) and (m, d) to an (n, m) Gram matrix; with ``allow_precomputed``
     also ``"precomputed"`` (the input is the kernel matrix:
-    :func:`precomputed_kernel`).  ``gamma=None`` means ``1 / n_features``, as in
+    :func:`precomputed_kernel`).  With ``allow_pairwise``, a callable that JAX cannot
+    trace as ``k(A, B)`` but that maps two rows to a number (scikit-learn's form of a
+    callable kernel) comes back as a :class:`PairwiseKernel`, which the caller
+    evaluates on the host.  ``gamma=None`` means ``1 / n_features``, as in
     scikit-learn.
     """
     if allow_precomputed and isinstance(kernel, str) and kernel == "precomputed":
         kernel = precomputed_kernel
+    elif isinstance(kernel, PairwiseKernel):
+        pass
     elif callable(kernel):
         probe_a = jax.ShapeDtypeStruct((3, n_features), jnp.float64)
         probe_b = jax.ShapeDtypeStruct((2, n_features), jnp.float64)
@@ -89,6 +132,10 @@ def resolve_kernel(
             with jax.enable_x64(True):
                 out = jax.eval_shape(kernel, probe_a, probe_b)
         except Exception as error:  # any tracing failure is the user's callable
+            if allow_pairwise and _is_pairwise(kernel, n_features):
+                return resolve_kernel(
+                    PairwiseKernel(kernel), gamma, degree, coef0, n_features, name
+                )
             raise ValueError(
                 f"The {name} callable could not be traced by JAX on arrays of shape "
                 f"(3, {n_features}) and (2, {n_features}): {error}. It must be a "

@@ -108,7 +108,10 @@ def _row_sq_norms(A):
 
 def host_kernel(kernel: str, A, B, gamma: float, degree: int, coef0: float):
     """Built-in kernel ``k(A, B)`` (n, m) in float64 with SciPy/NumPy, where A or B
-    may be sparse: every built-in kernel is a function of ``A B^T`` and row norms."""
+    may be sparse: every built-in kernel is a function of ``A B^T`` and row norms.
+    A host callable (:class:`~latentlab.estimators._kernels.PairwiseKernel`) is called."""
+    if callable(kernel):
+        return kernel(A.toarray() if sp.issparse(A) else A, B.toarray() if sp.issparse(B) else B)
     if kernel == "cosine":
         a, b = np.sqrt(_row_sq_norms(A)), np.sqrt(_row_sq_norms(B))
         P = _product(A, B)

@@ -30,6 +30,7 @@ from latentlab.closed_form import kernel_pca as cf
 from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES, solver_threads
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._kernels import (
+    PairwiseKernel,
     check_gram,
     kernel_offset,
     kernel_settings,
@@ -59,10 +60,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimat
         component with a non-zero eigenvalue (as ``remove_zero_eig=True``).
     kernel : {"linear", "rbf", "poly", "sigmoid", "cosine", "precomputed"} or callable, \
 default="linear"
-        A callable ``k(A, B)`` must map arrays (n, d), (m, d) to the (n, m) Gram matrix
-        and be traceable by ``jax.jit``.  ``"precomputed"``: ``fit`` takes the (n, n)
-        training kernel matrix and ``transform`` the (m, n) kernel between new and
-        training points (as scikit-learn); pre-images are then unavailable
+        A callable ``k(A, B)`` mapping arrays (n, d), (m, d) to the (n, m) Gram matrix
+        and traceable by ``jax.jit`` runs in the compiled programs; a callable
+        ``k(x, y)`` of two rows returning a number (scikit-learn's form, NumPy code
+        allowed) is evaluated pair by pair on the host, as scikit-learn's
+        ``pairwise_kernels`` does, and pre-images are then unavailable.
+        ``"precomputed"``: ``fit`` takes the (n, n) training kernel matrix and
+        ``transform`` the (m, n) kernel between new and training points (as
+        scikit-learn); pre-images are then unavailable
         (``fit_inverse_transform=True`` is refused).
     gamma : float or None, default=None
         For rbf, poly and sigmoid; None means ``1 / n_features``.
@@ -218,6 +223,7 @@ default="linear"
             self.coef0,
             self.n_features_in_,
             allow_precomputed=True,
+            allow_pairwise=True,
         )
         return params, {"kernel": kernel, "degree": degree}
 
@@ -259,14 +265,28 @@ default="linear"
             X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
         n, d = X.shape
         kernel, params, degree = resolve_kernel(
-            self.kernel, self.gamma, self.degree, self.coef0, d, allow_precomputed=True
+            self.kernel,
+            self.gamma,
+            self.degree,
+            self.coef0,
+            d,
+            allow_precomputed=True,
+            allow_pairwise=True,
         )
         # Built-in kernels of sparse X are formed by SciPy from the sparse rows (X is
-        # never densified) and then treated as a precomputed kernel.  A callable must
-        # trace JAX arrays, and a precomputed kernel is dense by nature: those densify.
-        host = is_sparse(X) and isinstance(kernel, str)
+        # never densified), and a callable of two rows (scikit-learn's form) pair by
+        # pair on the host; both are then treated as a precomputed kernel.  A callable
+        # k(A, B) must trace JAX arrays, and a precomputed kernel is dense by nature:
+        # those densify.
+        pairwise = isinstance(kernel, PairwiseKernel)
+        host = (is_sparse(X) and isinstance(kernel, str)) or pairwise
         if is_sparse(X) and not host:
             X = X.toarray()
+        if pairwise and self.fit_inverse_transform:
+            raise ValueError(
+                "fit_inverse_transform=True needs a kernel JAX can differentiate and trace: "
+                "write the callable as k(A, B) of two row arrays in jax.numpy"
+            )
         if host and self.fit_inverse_transform:
             raise ValueError(
                 "fit_inverse_transform=True is not available for sparse X: the pre-image "
@@ -422,10 +442,10 @@ default="linear"
         else:
             X = check_data(self, X, reset=False, allow_nan=False)
         params, kernel_args = self._kernel()
-        if is_sparse(self.X_fit_):
-            # the test kernel from SciPy, as at fit time (no offset there)
+        if is_sparse(self.X_fit_) or isinstance(kernel_args["kernel"], PairwiseKernel):
+            # the test kernel on the host, as at fit time (no offset there)
             kernel_new = host_kernel(
-                self.kernel,
+                kernel_args["kernel"],
                 X,
                 self.X_fit_,
                 params.gamma,
