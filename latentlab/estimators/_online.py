@@ -1,5 +1,7 @@
-"""Stepwise (online) EM for streams: ``partial_fit`` of PPCA, FactorAnalysis and
-GaussianMixture.
+"""Stepwise (online) EM for streams: the statistics behind ``partial_fit`` of PPCA
+and FactorAnalysis (pure functions of the model module, the state and the chunk;
+``GaussianLatentEstimator._stepwise_fit`` drives them), and the chunk checks and
+step sizes GaussianMixture's shares.
 
 Cappe & Moulines (2009) replace EM's sums over all rows by a running average of
 per-chunk expected sufficient statistics,
@@ -33,9 +35,8 @@ from functools import partial
 import jax
 import numpy as np
 
-from latentlab._docstrings import fill_doc
 from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
-from latentlab.inference.sharding import row_mesh, shard_rows
+from latentlab.inference.sharding import shard_rows
 from latentlab.models.gaussian_latent import (
     CompleteSummary,
     GaussianData,
@@ -44,9 +45,13 @@ from latentlab.models.gaussian_latent import (
 )
 
 __all__ = [
-    "OnlineGaussianLatentMixin",
     "check_chunk",
     "check_learning_decay",
+    "online_params",
+    "online_start",
+    "online_step",
+    "online_unrotated",
+    "pilot_coordinates",
     "pilot_moments",
     "step_size",
 ]
@@ -146,109 +151,71 @@ def _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh=None):
     return jax.tree.map(lambda a: a / n, total), loglik
 
 
-class OnlineGaussianLatentMixin:
-    """``partial_fit`` by stepwise EM for a Gaussian latent estimator (PPCA, FA)."""
+def pilot_coordinates(X, observed):
+    """The first chunk's observed column means and variances, a constant feature
+    given the typical variance (so nothing starts at zero variance)."""
+    shift, variance = pilot_moments(X, observed)
+    typical = np.mean(variance) if np.any(variance > 0) else 1.0
+    return shift, np.where(variance > 0, variance, typical)
 
-    @fill_doc
-    def partial_fit(self, X, y=None):
-        """Update the model with one chunk of rows by stepwise (online) EM.
 
-        The first call initialises from its chunk (the PCA solution of the chunk with
-        missing entries at their column means, as ``fit``'s first start) and takes one
-        EM step on it; every call then forms the chunk's average expected sufficient
-        statistics under the current parameters, mixes them into the running average
-        with weight ``(t + 2) ** -learning_decay`` and takes the M-step from the
-        average (Cappe & Moulines 2009).  NaN entries are missing values.  ``fit``
-        ends a stream: a later ``partial_fit`` starts a new one from its chunk.
+def online_start(module, X, observed, shift, unit, hyper, K, dtype):
+    """The stream's coordinates and first parameters: ``(state, params)``, the
+    state holding ``shift``, ``unit`` and the variance floor, the parameters the
+    model's PCA start on the chunk with missing entries at their column means."""
+    Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
+    start = _latent_start(
+        module,
+        np.asarray(X.shape[0], dtype),
+        Z.sum(axis=0).astype(dtype),
+        (Z.T @ Z).astype(dtype),
+        hyper,
+        n_components=K,
+    )
+    state = {
+        "shift": shift,
+        "unit": unit,
+        "variance_floor": np.asarray(hyper.variance_floor, np.float64),
+    }
+    return state, start
 
-        {partial_fit_chunks}
-        """
-        name = type(self).__name__
-        decay = check_learning_decay(self.learning_decay)
-        first = not hasattr(self, "online_state_")
-        if self.method != "em":
-            raise ValueError(f"{name}.partial_fit is online EM; got method={self.method!r}")
-        X, observed = check_chunk(self, X, first=first, min_samples=2 if first else 1)
-        module = self._module
-        with self._precision():
-            dtype = jax.dtypes.canonicalize_dtype(np.float64)
-            if first:
-                if isinstance(self.n_components, str):
-                    raise ValueError(f"{name}.partial_fit needs a number of components")
-                K = self._check_settings(*X.shape)
-                state, params, hyper = self._online_start(X, observed, K, dtype)
-                step = 0
-            else:
-                state = self.online_state_
-                K = self.n_components_
-                params, hyper = self._online_params(state, dtype)
-                step = int(self.n_iter_)
-            Z = np.where(observed, (X - state["shift"]) / state["unit"], 0.0)
-            mesh = row_mesh(getattr(self, "devices", None))
-            stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh)
-            # log p(x) = log p(z) - sum over observed entries of log unit_j
-            loglik -= float(observed.sum(axis=0) @ np.log(state["unit"]))
-            eta = step_size(step, decay)
-            if not first:
-                old = RegressionStats(*(state[f"stats_{f}"] for f in RegressionStats._fields))
-                stats = _mix(old, stats, eta)
-            stats = RegressionStats(*(np.asarray(a, np.float64) for a in stats))
-            stats_in = jax.tree.map(lambda a: a.astype(dtype), stats)
-            params = _latent_m_step(module, stats_in, params, hyper)
-            params = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
-        state = {
-            **{k: state[k] for k in ("shift", "unit", "variance_floor")},
-            **{f"stats_{f}": getattr(stats, f) for f in RegressionStats._fields},
-            **{f"param_{f}": getattr(params, f) for f in params._fields},
-        }
-        self._online_publish(state, params, hyper, K, X.shape[0], loglik, first)
-        return self
 
-    def _online_start(self, X, observed, K, dtype):
-        shift, variance = pilot_moments(X, observed)
-        typical = np.mean(variance) if np.any(variance > 0) else 1.0
-        variance = np.where(variance > 0, variance, typical)
-        unit = self._feature_units(variance)  # FA: standard deviations; PPCA: ones
-        hyper = self._hyper(variance / unit**2, dtype)
-        Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
-        start = _latent_start(
-            self._module,
-            np.asarray(X.shape[0], dtype),
-            Z.sum(axis=0).astype(dtype),
-            (Z.T @ Z).astype(dtype),
-            hyper,
-            n_components=K,
-        )
-        state = {
-            "shift": shift,
-            "unit": unit,
-            "variance_floor": np.asarray(hyper.variance_floor, np.float64),
-        }
-        return state, start, hyper
+def online_params(module, state, dtype):
+    """The current (unrotated) parameters and hyperparameters of a saved stream."""
+    hyper = module.Hyper(variance_floor=np.asarray(state["variance_floor"], dtype))
+    params = module.Params(*(np.asarray(state[f"param_{f}"], dtype) for f in module.Params._fields))
+    return params, hyper
 
-    def _online_params(self, state, dtype):
-        module = self._module
-        hyper = module.Hyper(variance_floor=np.asarray(state["variance_floor"], dtype))
-        params = module.Params(
-            *(np.asarray(state[f"param_{f}"], dtype) for f in module.Params._fields)
-        )
-        return params, hyper
 
-    def _online_publish(self, state, params, hyper, K, n_rows, loglik, first):
-        """The fitted attributes ``fit`` would set, from the unrotated state."""
-        module = self._module
-        unit = state["unit"]
-        # back from the fit's units (all 1 for PPCA, whose rescale takes one number)
-        out = module.rescale(params, unit) if np.any(unit != 1.0) else params
-        out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
-        out = out._replace(mu=out.mu + state["shift"])
-        self.online_state_ = state
-        self.n_components_ = K
-        self.params_ = self._finish(out, hyper, unit)
-        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + int(n_rows)
-        self.n_iter_ = (0 if first else self.n_iter_) + 1
-        # each chunk's mean log-likelihood under the parameters before its update
-        # (prequential; in the data's units): the stream's own held-out trace
-        previous = np.zeros(0) if first else self.log_likelihoods_
-        self.log_likelihoods_ = np.append(previous, loglik / n_rows)
-        self.converged_ = False  # online EM has no convergence test
+def online_step(module, state, params, hyper, X, observed, eta, dtype, *, first, mesh=None):
+    """One stepwise-EM update with the chunk ``X`` (NaN where ``observed`` is False):
+    the chunk's average statistics under ``params`` mixed into the state's with
+    weight ``eta`` (the first chunk sets them), then the M-step.  Returns the new
+    state, the new parameters (NumPy float64, unrotated, in the state's units) and
+    the chunk's summed log-likelihood under ``params`` in the data's units."""
+    Z = np.where(observed, (X - state["shift"]) / state["unit"], 0.0)
+    stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh)
+    # log p(x) = log p(z) - sum over observed entries of log unit_j
+    loglik -= float(observed.sum(axis=0) @ np.log(state["unit"]))
+    if not first:
+        old = RegressionStats(*(state[f"stats_{f}"] for f in RegressionStats._fields))
+        stats = _mix(old, stats, eta)
+    stats = RegressionStats(*(np.asarray(a, np.float64) for a in stats))
+    stats_in = jax.tree.map(lambda a: a.astype(dtype), stats)
+    params = _latent_m_step(module, stats_in, params, hyper)
+    params = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    state = {
+        **{k: state[k] for k in ("shift", "unit", "variance_floor")},
+        **{f"stats_{f}": getattr(stats, f) for f in RegressionStats._fields},
+        **{f"param_{f}": getattr(params, f) for f in params._fields},
+    }
+    return state, params, loglik
+
+
+def online_unrotated(module, state, params):
+    """The state's parameters in the data's units (NumPy float64), still unrotated."""
+    unit = state["unit"]
+    # back from the fit's units (all 1 for PPCA, whose rescale takes one number)
+    out = module.rescale(params, unit) if np.any(unit != 1.0) else params
+    out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
+    return out._replace(mu=out.mu + state["shift"])

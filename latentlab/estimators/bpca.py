@@ -15,7 +15,8 @@ from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
     VARIANCE_FLOOR,
     GaussianLatentEstimator,
-    IsotropicNoiseMixin,
+    em_from_starts,
+    with_active_columns,
 )
 from latentlab.models import bpca
 from latentlab.models.gaussian_latent import orient_columns
@@ -23,7 +24,7 @@ from latentlab.models.gaussian_latent import orient_columns
 __all__ = ["BayesianPCA"]
 
 
-class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
+class BayesianPCA(GaussianLatentEstimator):
     """Bayesian PCA (Bishop 1999): MAP under an ARD prior on the columns of W.
 
     Each column w_k has prior N(0, alpha_k^{-1} I) and alpha_k ~ Gamma(a, b).  Start
@@ -178,9 +179,6 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
             b=np.asarray(self.alpha_b * mean_variance, dtype),
         )
 
-    def _padded_hyper(self, hyper, active):
-        return hyper._replace(columns=active)
-
     def _declaration_settings(self, scale):
         # data divided by scale = sqrt(mean variance): the rate b in those units
         return {"alpha_a": float(self.alpha_a), "alpha_b": float(self.alpha_b)}
@@ -230,8 +228,10 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         # reports: the switched-off ones become padding (no prior term), so the second
         # run's trace is that model's log joint.  It may start below the first run's
         # end, so the reported trace is the second run's.
-        hyper = self._padded_hyper(hyper, active.astype(params.W.dtype))
-        return self._run_em(start, data, n, hyper)
+        hyper = with_active_columns(hyper, active.astype(params.W.dtype))
+        return em_from_starts(
+            bpca, start, data, n, hyper, tol=self.tol, max_iter=self.max_iter, verbose=self.verbose
+        )
 
     def _warn_after_fit(self, hyper):
         if self.n_components_ == self.n_components_max_ > 1:
@@ -244,6 +244,14 @@ class BayesianPCA(IsotropicNoiseMixin, GaussianLatentEstimator):
         super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------
+
+    def _noise_variance_vector(self):
+        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
+
+    @property
+    def noise_variance_(self):
+        check_is_fitted(self)
+        return float(self.params_["sigma2"])
 
     def _n_parameters(self) -> int:
         return bpca.n_parameters(self.n_features_in_, self.effective_rank_)

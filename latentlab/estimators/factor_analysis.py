@@ -12,7 +12,6 @@ from sklearn.utils.validation import check_is_fitted
 from latentlab._docstrings import fill_doc
 from latentlab._settings import ArrayLike, Boolean, Integer, Options, scale_settings
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._online import OnlineGaussianLatentMixin
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
     ROTATION_SETTINGS,
@@ -49,7 +48,7 @@ def _log_jacobian(counts, scale):
 
 
 @fill_doc(rows_per_call="1024 rows with missing entries")
-class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
+class FactorAnalysis(GaussianLatentEstimator):
     """Factor analysis: ``x = W z + mu + eps``, ``z ~ N(0, I_K)``, ``eps ~ N(0, diag(psi))``.
 
     Declared once in :func:`latentlab.models.factor_analysis.fa_model` and fitted by
@@ -205,6 +204,11 @@ class FactorAnalysis(OnlineGaussianLatentMixin, GaussianLatentEstimator):
     def fit(self, X, y=None):
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
         return self._fit_latent(X)
+
+    def partial_fit(self, X, y=None):
+        return self._stepwise_fit(X)
+
+    partial_fit.__doc__ = GaussianLatentEstimator._stepwise_fit.__doc__
 
     # -- per-feature standardised fitting ---------------------------------------------
     #

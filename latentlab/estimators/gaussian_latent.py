@@ -1,18 +1,19 @@
 """Estimator surface shared by the Gaussian latent models (PPCA, FA, Bayesian PCA).
 
-A subclass names its model module (declaration, ``Params``, ``init_params``,
-``e_step``, ``m_step``, ``rescale``) and says how its noise variance and settings
-look; fitting by EM or MAP/SVI, and everything a user asks of the fitted model --
-scores, the posterior of z, imputation, sampling, covariances -- follows from the
-marginal N(mu, W W^T + Psi) and lives here once.  The compiled EM program and the
-row helpers are in ``_gaussian_latent_programs``, imputation in
-``_gaussian_imputation``.  The rest stays together (~490 lines): the fit mixin and
-the estimator share the padding of the loadings to column buckets
+One family base, :class:`GaussianLatentEstimator`: a subclass names its model module
+(declaration, ``Params``, ``init_params``, ``e_step``, ``m_step``, ``rescale``) and
+says how its noise variance and settings look; fitting by EM or MAP/SVI, stepwise EM
+for the estimators that stream (PPCA and FactorAnalysis, whose ``partial_fit`` calls
+``_stepwise_fit``), and everything a user asks of the fitted model -- scores, the
+posterior of z, imputation, sampling, covariances -- follows from the marginal
+N(mu, W W^T + Psi) and lives here once.  What needs no estimator is a pure function:
+the checks of K, the padded EM driver and the rotation below (SupervisedPCA fits
+through them too); the compiled row programs are in ``_gaussian_latent_programs``,
+imputation's arithmetic in ``_gaussian_imputation``, stepwise EM's statistics in
+``_online``.  The loadings are padded to column buckets
 (:func:`latentlab._shapes.gaussian_latent_columns`; ``latentlab.set_config(padding=False)``
 turns it off).
 """
-
-from __future__ import annotations
 
 import warnings
 from functools import partial
@@ -23,6 +24,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
+from latentlab._docstrings import fill_doc
 from latentlab._settings import (
     Boolean,
     Callable,
@@ -42,15 +44,31 @@ from latentlab._validation import (
     check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
+    check_positive_int,
 )
 from latentlab.closed_form.rotation import ROTATION_METHODS, rotate
-from latentlab.estimators._gaussian_imputation import GaussianImputationMixin
+from latentlab.estimators._gaussian_imputation import (
+    central_quantile,
+    conditional_fill,
+    draw_imputations,
+    mixture_form,
+)
 from latentlab.estimators._gaussian_latent_programs import (
     _chunked_outputs,
     _drop_padding,
     _em_output,
     _padded,
     _row_posteriors,
+)
+from latentlab.estimators._online import (
+    check_chunk,
+    check_learning_decay,
+    online_params,
+    online_start,
+    online_step,
+    online_unrotated,
+    pilot_coordinates,
+    step_size,
 )
 from latentlab.estimators._rows import ROWS_PER_CALL
 from latentlab.estimators.base import (
@@ -63,7 +81,7 @@ from latentlab.estimators.base import (
 )
 from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.em import EMModel, fit_em
-from latentlab.inference.sharding import shard_fields
+from latentlab.inference.sharding import row_mesh, shard_fields
 from latentlab.models import gaussian_latent
 from latentlab.models.gaussian_latent import (
     FACTOR_SCORE_METHODS,
@@ -77,7 +95,15 @@ from latentlab.models.gaussian_latent import (
     summarise,
 )
 
-__all__ = ["GaussianLatentEstimator"]
+__all__ = [
+    "GaussianLatentEstimator",
+    "check_components",
+    "em_from_starts",
+    "fit_padded_em",
+    "resolve_mle",
+    "rotated_loadings",
+    "with_active_columns",
+]
 
 # Below ~1e-6 of a feature's variance a noise variance only means "the data are
 # (nearly) rank K"; a lower floor makes the posterior precision so ill-conditioned
@@ -97,33 +123,183 @@ ROTATION_SETTINGS = {
 DEGENERATE_ADVICE = (
     "the data may be degenerate for this model (try fewer components or rescale {data})"
 )
+# The settings every Gaussian latent model has; subclasses add theirs.  The range of
+# n_components depends on the data (check_components), and "mle" on the model
+# (resolve_mle says which take it).
+SETTINGS = {
+    "n_components": Integer() | None | "mle",
+    "method": Options("em", "map", "svi"),
+    "tol": Real(0, None),
+    "max_iter": Integer(1, None),
+    "n_init": Integer(1, None),
+    "svi_steps": Integer(1, None),
+    "learning_rate": Real(0, None, closed="neither"),
+    "random_state": RandomState(),
+    "dtype": Dtype(),
+    "verbose": Verbose(),
+}
 
 
-class GaussianLatentFitMixin:
-    """Fitting machinery shared by every Gaussian latent estimator (settings, EM).
+# ----------------------------------------------------------------------------- pure functions
 
-    Subclasses set ``_module`` (the model module) and ``_methods`` and implement
-    ``_max_components``; the hooks ``_hyper``, ``_declaration_settings`` and
-    ``_parameter_log_jacobian`` have defaults.
+
+def check_components(
+    name, setting, low, high, why, n_samples, n_features, default_components=None
+) -> int:
+    """K from the ``n_components`` setting, checked against the data: ``low`` (0 where
+    the model is defined without W, else 1) to ``high`` (``why`` says what bounds it).
+    A ``setting`` of None gives ``default_components``, else ``high``."""
+    sizes = f"n_samples={n_samples}, n_features={n_features}"
+    if high < low:  # no K at all (a model with K = 0 always has one)
+        raise ValueError(f"{name} needs more data; got {sizes}")
+    K = setting
+    if K is None:
+        K = high if default_components is None else default_components
+    # the sizes in the message: scikit-learn's checks look for n_features=1 there
+    return check_n_components(K, low, high, f"{why}; {sizes}")
+
+
+def resolve_mle(name, setting, allows_mle, X, mask):
+    """``n_components="mle"`` as a number (Minka 2000, as :class:`latentlab.PCA`:
+    the rank maximising the Laplace evidence of the sample covariance's
+    spectrum); None for any other setting."""
+    if not (isinstance(setting, str) and setting == "mle"):
+        return None
+    if not allows_mle:
+        raise ValueError(f"{name} does not support n_components='mle'")
+    if mask is not None:
+        raise ValueError(
+            f"{name}(n_components='mle') needs complete data (the evidence is that of "
+            "the sample covariance's spectrum); X has missing values (NaN)"
+        )
+    n, d = X.shape
+    if n < d:
+        raise ValueError(f"n_components='mle' needs n_samples >= n_features, got {n} < {d}")
+    from latentlab.estimators.pca import mle_dimension
+
+    spectrum = np.linalg.eigvalsh(np.cov(X, rowvar=False).reshape(d, d))[::-1]
+    return mle_dimension(spectrum, n)
+
+
+def with_active_columns(hyper, active):
+    """``hyper`` for loadings with the columns ``active`` (a 0/1 vector) of the model
+    and the rest padding: models whose prior sees the columns (a ``columns`` field,
+    Bayesian PCA's ARD prior) get them; the others' hyperparameters are unchanged."""
+    return hyper._replace(columns=active) if "columns" in hyper._fields else hyper
+
+
+def fit_padded_em(
+    module, data, n, K, column_variance, hyper, *, n_init, max_iter, tol, verbose, seed, pca_start
+):
+    """EM with the loadings padded to a bucket of columns (``n_init`` starts, the first
+    the PCA solution where ``pca_start``, the others drawn from ``seed``); returns
+    ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
+    dtype = data.X.dtype
+    d = data.X.shape[-1]
+    n_missing = data.X.shape[0] * data.X.shape[1]
+    if data.rows is not None:  # rows with missing entries outside the program
+        n_missing += int(data.rows.n_rows)
+    # (at least one column: K = 0 is a model whose loadings are all padding)
+    key = signature(
+        data,
+        module=module.__name__,
+        n_init=int(n_init),
+        max_iter=int(max_iter),
+        verbose=int(verbose),
+        pca_start=pca_start,
+    )
+    n_columns = gaussian_latent_columns(K, d, n_missing, key=key)
+    active = np.arange(n_columns) < K
+    hyper = with_active_columns(hyper, active.astype(dtype))
+    model = gaussian_latent.em_model(
+        module, n_columns=n_columns, n_init=int(n_init), pca_start=pca_start
+    )
+    start_inputs = (
+        np.asarray(n, dtype),
+        np.asarray(K, np.int32),
+        np.asarray(seed, np.uint32),
+        np.asarray(column_variance, dtype),
+    )
+    best = fit_em(
+        model,
+        start_inputs,
+        data,
+        hyper,
+        np.asarray(n, dtype),
+        np.asarray(tol, dtype),
+        max_iter=int(max_iter),
+        verbose=int(verbose),
+    )
+    return _em_output(best.params, best.trace, best.n_iter, best.converged)
+
+
+def em_from_starts(module, starts, data, n, hyper, *, tol, max_iter, verbose):
+    """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
+    dtype = data.X.dtype
+    result = fit_em(
+        EMModel(module.e_step, module.m_step),
+        starts,
+        data,
+        hyper,
+        np.asarray(n, dtype),
+        np.asarray(tol, dtype),
+        max_iter=int(max_iter),
+        verbose=int(verbose),
+    )
+    return _em_output(result.params, result.trace, result.n_iter, result.converged)
+
+
+def rotated_loadings(W, rotation, rotation_kwargs, n_rotation_starts, random_state):
+    """The loadings W (d, K) of the rotated solution, in the frame of uncorrelated
+    factors the declaration has (z ~ N(0, I)): ``Lambda C`` with ``Lambda`` the
+    pattern loadings and ``C`` the Cholesky factor of the factor correlations
+    ``Phi = C C^T``, so that ``W W^T = Lambda Phi Lambda^T`` and every likelihood is
+    the unrotated one.  The rotated factors are ``f = C z``.  Returns ``(W,
+    rotation_matrix, factor_correlation)``; W unchanged without a rotation (or K < 2)."""
+    K = W.shape[1]
+    identity = np.eye(K)
+    if rotation is None or K < 2:
+        return W, identity, identity
+    method, criterion = ("custom", rotation) if callable(rotation) else (rotation, None)
+    kwargs = dict(rotation_kwargs or {})
+    if criterion is not None:
+        kwargs["criterion"] = criterion
+    seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
+    result = rotate(
+        np.asarray(W, np.float64),
+        method,
+        n_starts=n_rotation_starts,
+        random_state=seed,
+        **kwargs,
+    )
+    rotation_matrix = np.asarray(result.rotation_matrix, np.float64)
+    if not result.oblique:
+        return np.asarray(result.loadings, np.float64), rotation_matrix, identity
+    phi = np.asarray(result.factor_correlation, np.float64)
+    return np.asarray(result.loadings, np.float64) @ np.linalg.cholesky(phi), rotation_matrix, phi
+
+
+# ----------------------------------------------------------------------------- the family base
+
+
+class GaussianLatentEstimator(
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    GenerativeMixin,
+    LatentEstimator,
+):
+    """Fitting by EM or MAP/SVI, and everything asked of the fitted marginal.
+
+    Subclasses set ``_module`` (the model module) and ``_settings``, implement
+    ``_max_components`` and ``_noise_variance_vector`` and, where needed,
+    ``_fit_closed_form`` and ``_finish``; the hooks ``_hyper``,
+    ``_declaration_settings``, ``_parameter_log_jacobian``, ``_feature_units`` and
+    ``_warn_after_fit`` have defaults.
     """
 
     _module = None
     _methods = ("em", "map", "svi")
-    # The settings every Gaussian latent model has; subclasses add theirs.  The range
-    # of n_components depends on the data (_check_settings), and "mle" on the model
-    # (_resolve_mle says which take it).
-    _settings = {
-        "n_components": Integer() | None | "mle",
-        "method": Options(*_methods),
-        "tol": Real(0, None),
-        "max_iter": Integer(1, None),
-        "n_init": Integer(1, None),
-        "svi_steps": Integer(1, None),
-        "learning_rate": Real(0, None, closed="neither"),
-        "random_state": RandomState(),
-        "dtype": Dtype(),
-        "verbose": Verbose(),
-    }
+    _settings = SETTINGS
     _pca_start = True  # EM's first start at the mean-imputed PCA solution (if the model has one)
     # Smallest n_components: 0 (no latent factor: the independent-noise Gaussian,
     # the baseline row of a model comparison) where the model is defined without W.
@@ -133,6 +309,9 @@ class GaussianLatentFitMixin:
     def _max_components(self, n_samples, n_features) -> int:
         raise NotImplementedError
 
+    def _noise_variance_vector(self) -> np.ndarray:
+        raise NotImplementedError
+
     # -- fitting ------------------------------------------------------------------------
 
     def _check_settings(self, n_samples, n_features, default_components=None, n_components=None):
@@ -140,45 +319,22 @@ class GaussianLatentFitMixin:
         returns K (``n_components``, default the setting; when that is None
         ``default_components``, else the largest K the data allow)."""
         high, why = self._max_components(n_samples, n_features)
-        sizes = f"n_samples={n_samples}, n_features={n_features}"
-        if high < self._min_components:  # no K at all (a model with K = 0 always has one)
-            raise ValueError(f"{type(self).__name__} needs more data; got {sizes}")
-        K = self.n_components if n_components is None else n_components
-        if K is None:
-            K = high if default_components is None else default_components
-        # the sizes in the message: scikit-learn's checks look for n_features=1 there
-        return check_n_components(K, self._min_components, high, f"{why}; {sizes}")
-
-    def _resolve_mle(self, X, mask):
-        """``n_components="mle"`` as a number (Minka 2000, as :class:`latentlab.PCA`:
-        the rank maximising the Laplace evidence of the sample covariance's
-        spectrum); None for any other setting."""
-        if not (isinstance(self.n_components, str) and self.n_components == "mle"):
-            return None
-        name = type(self).__name__
-        if not self._allows_mle:
-            raise ValueError(f"{name} does not support n_components='mle'")
-        if mask is not None:
-            raise ValueError(
-                f"{name}(n_components='mle') needs complete data (the evidence is that of "
-                "the sample covariance's spectrum); X has missing values (NaN)"
-            )
-        n, d = X.shape
-        if n < d:
-            raise ValueError(f"n_components='mle' needs n_samples >= n_features, got {n} < {d}")
-        from latentlab.estimators.pca import mle_dimension
-
-        spectrum = np.linalg.eigvalsh(np.cov(X, rowvar=False).reshape(d, d))[::-1]
-        return mle_dimension(spectrum, n)
+        setting = self.n_components if n_components is None else n_components
+        return check_components(
+            type(self).__name__,
+            setting,
+            self._min_components,
+            high,
+            why,
+            n_samples,
+            n_features,
+            default_components,
+        )
 
     def _hyper(self, column_variance, dtype):
+        """The model's hyperparameters: per-feature variance floors."""
         floor = VARIANCE_FLOOR * column_variance
-        return self._module.Hyper(variance_floor=np.asarray(self._pool_floor(floor), dtype))
-
-    @staticmethod
-    def _pool_floor(floor):
-        """Per-feature floors; models with a single noise variance pool them."""
-        return floor
+        return self._module.Hyper(variance_floor=np.asarray(floor, dtype))
 
     def _declaration_settings(self, scale) -> dict:
         """Extra static arguments of the declaration for data divided by ``scale``."""
@@ -201,104 +357,23 @@ class GaussianLatentFitMixin:
             return "ELBO"
         return "log joint density" if getattr(self, "prior", False) else "log-likelihood"
 
-    def _padded_hyper(self, hyper, active):
-        """``hyper`` for loadings with the columns ``active`` (a 0/1 vector) of the
-        model and the rest padding; models whose prior sees the columns override it."""
-        return hyper
-
     def _fit_em(self, data, n, K, column_variance, hyper):
         """EM with the loadings padded to a bucket of columns; returns
         ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
-        dtype = data.X.dtype
-        d = data.X.shape[-1]
-        n_missing = data.X.shape[0] * data.X.shape[1]
-        if data.rows is not None:  # rows with missing entries outside the program
-            n_missing += int(data.rows.n_rows)
-        # (at least one column: K = 0 is a model whose loadings are all padding)
-        key = signature(
+        return fit_padded_em(
+            self._module,
             data,
-            module=self._module.__name__,
-            n_init=int(self.n_init),
-            max_iter=int(self.max_iter),
-            verbose=int(self.verbose),
+            n,
+            K,
+            column_variance,
+            hyper,
+            n_init=self.n_init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            verbose=self.verbose,
+            seed=check_random_state(self.random_state).randint(0, 2**31 - 1),
             pca_start=self._pca_start,
         )
-        n_columns = gaussian_latent_columns(K, d, n_missing, key=key)
-        active = np.arange(n_columns) < K
-        hyper = self._padded_hyper(hyper, active.astype(dtype))
-        seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
-        model = gaussian_latent.em_model(
-            self._module, n_columns=n_columns, n_init=int(self.n_init), pca_start=self._pca_start
-        )
-        start_inputs = (
-            np.asarray(n, dtype),
-            np.asarray(K, np.int32),
-            np.asarray(seed, np.uint32),
-            np.asarray(column_variance, dtype),
-        )
-        best = fit_em(
-            model,
-            start_inputs,
-            data,
-            hyper,
-            np.asarray(n, dtype),
-            np.asarray(self.tol, dtype),
-            max_iter=int(self.max_iter),
-            verbose=int(self.verbose),
-        )
-        return _em_output(best.params, best.trace, best.n_iter, best.converged)
-
-    def _run_em(self, starts, data, n, hyper):
-        """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
-        dtype = data.X.dtype
-        result = fit_em(
-            EMModel(self._module.e_step, self._module.m_step),
-            starts,
-            data,
-            hyper,
-            np.asarray(n, dtype),
-            np.asarray(self.tol, dtype),
-            max_iter=int(self.max_iter),
-            verbose=int(self.verbose),
-        )
-        return _em_output(result.params, result.trace, result.n_iter, result.converged)
-
-
-class IsotropicNoiseMixin:
-    """For models with one noise variance ``sigma2`` shared by every feature."""
-
-    @staticmethod
-    def _pool_floor(floor):
-        # The mean, not the smallest: a floor far below the largest feature's variance
-        # lets round-off break EM's monotonicity (tried: the minimum breaks it by 1e-2
-        # relative on rank-K data whose column scales span 1e5).
-        return np.mean(floor)
-
-    def _noise_variance_vector(self):
-        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
-
-    @property
-    def noise_variance_(self):
-        check_is_fitted(self)
-        return float(self.params_["sigma2"])
-
-
-class GaussianLatentEstimator(
-    GaussianImputationMixin,
-    GaussianLatentFitMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    GenerativeMixin,
-    LatentEstimator,
-):
-    """Fitting by EM or MAP/SVI, and everything asked of the fitted marginal.
-
-    Subclasses implement ``_noise_variance_vector`` (and the mixin's hooks) and,
-    where needed, ``_fit_closed_form`` and ``_finish``.
-    """
-
-    def _noise_variance_vector(self) -> np.ndarray:
-        raise NotImplementedError
 
     def _fit_latent(self, X):
         """Validate, fit by the chosen method, store the fitted attributes; returns self."""
@@ -309,7 +384,8 @@ class GaussianLatentEstimator(
             return fit_gaussian_latent(self, source)
         X, mask, shift = self._validate_for_fit(X)
         n, d = X.shape
-        K = self._check_settings(n, d, n_components=self._resolve_mle(X, mask))
+        mle = resolve_mle(type(self).__name__, self.n_components, self._allows_mle, X, mask)
+        K = self._check_settings(n, d, n_components=mle)
         with self._precision():
             # Statistics are taken about ``shift`` (the observed column means), which
             # keeps them free of cancellation; mu is shifted back at the end.
@@ -424,46 +500,15 @@ class GaussianLatentEstimator(
         return {name: to_numpy(value) for name, value in params._asdict().items()}
 
     def _rotation_frame(self, W) -> np.ndarray:
-        """The loadings W (d, K) of the rotated solution, in the frame of uncorrelated
-        factors the declaration has (z ~ N(0, I)): ``Lambda C`` with ``Lambda`` the
-        pattern loadings and ``C`` the Cholesky factor of the factor correlations
-        ``Phi = C C^T``, so that ``W W^T = Lambda Phi Lambda^T`` and every likelihood is
-        the unrotated one.  The rotated factors are ``f = C z``.  Sets
-        ``rotation_matrix_`` and ``factor_correlation_`` on estimators with a
+        """The loadings W in the rotated solution's frame (:func:`rotated_loadings`);
+        sets ``rotation_matrix_`` and ``factor_correlation_`` on estimators with a
         ``rotation`` setting; others get W back unchanged."""
         if not hasattr(self, "rotation"):
             return W
-        K = W.shape[1]
-        identity = np.eye(K)
-        self.rotation_matrix_, self.factor_correlation_ = identity, identity
-        if self.rotation is None or K < 2:
-            return W
-        method, criterion = (
-            ("custom", self.rotation)
-            if callable(self.rotation)
-            else (
-                self.rotation,
-                None,
-            )
+        W, self.rotation_matrix_, self.factor_correlation_ = rotated_loadings(
+            W, self.rotation, self.rotation_kwargs, self.n_rotation_starts, self.random_state
         )
-        kwargs = dict(self.rotation_kwargs or {})
-        if criterion is not None:
-            kwargs["criterion"] = criterion
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        result = rotate(
-            np.asarray(W, np.float64),
-            method,
-            n_starts=self.n_rotation_starts,
-            random_state=seed,
-            **kwargs,
-        )
-        self.rotation_matrix_ = np.asarray(result.rotation_matrix, np.float64)
-        if not result.oblique:
-            return np.asarray(result.loadings, np.float64)
-        self.factor_correlation_ = np.asarray(result.factor_correlation, np.float64)
-        return np.asarray(result.loadings, np.float64) @ np.linalg.cholesky(
-            self.factor_correlation_
-        )
+        return W
 
     def _add_reported_draws(self, tree) -> None:
         """With an oblique rotation, add ``pattern`` to the posterior draws of
@@ -528,6 +573,70 @@ class GaussianLatentEstimator(
         )
         params = module.Params(**{name: best.params[name] for name in module.Params._fields})
         return module.rescale(params, scale), best.trace, len(best.trace), True
+
+    @fill_doc
+    def _stepwise_fit(self, X):
+        """Update the model with one chunk of rows by stepwise (online) EM.
+
+        The first call initialises from its chunk (the PCA solution of the chunk with
+        missing entries at their column means, as ``fit``'s first start) and takes one
+        EM step on it; every call then forms the chunk's average expected sufficient
+        statistics under the current parameters, mixes them into the running average
+        with weight ``(t + 2) ** -learning_decay`` and takes the M-step from the
+        average (Cappe & Moulines 2009).  NaN entries are missing values.  ``fit``
+        ends a stream: a later ``partial_fit`` starts a new one from its chunk.
+
+        {partial_fit_chunks}
+        """
+        name = type(self).__name__
+        decay = check_learning_decay(self.learning_decay)
+        first = not hasattr(self, "online_state_")
+        if self.method != "em":
+            raise ValueError(f"{name}.partial_fit is online EM; got method={self.method!r}")
+        X, observed = check_chunk(self, X, first=first, min_samples=2 if first else 1)
+        module = self._module
+        with self._precision():
+            dtype = jax.dtypes.canonicalize_dtype(np.float64)
+            if first:
+                if isinstance(self.n_components, str):
+                    raise ValueError(f"{name}.partial_fit needs a number of components")
+                K = self._check_settings(*X.shape)
+                shift, variance = pilot_coordinates(X, observed)
+                unit = self._feature_units(variance)  # FA: standard deviations; PPCA: ones
+                hyper = self._hyper(variance / unit**2, dtype)
+                state, params = online_start(module, X, observed, shift, unit, hyper, K, dtype)
+                step = 0
+            else:
+                state = self.online_state_
+                K = self.n_components_
+                params, hyper = online_params(module, state, dtype)
+                step = int(self.n_iter_)
+            mesh = row_mesh(getattr(self, "devices", None))
+            state, params, loglik = online_step(
+                module,
+                state,
+                params,
+                hyper,
+                X,
+                observed,
+                step_size(step, decay),
+                dtype,
+                first=first,
+                mesh=mesh,
+            )
+        # The fitted attributes fit would set, from the unrotated state.
+        n_rows = X.shape[0]
+        self.online_state_ = state
+        self.n_components_ = K
+        self.params_ = self._finish(online_unrotated(module, state, params), hyper, state["unit"])
+        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + int(n_rows)
+        self.n_iter_ = (0 if first else self.n_iter_) + 1
+        # each chunk's mean log-likelihood under the parameters before its update
+        # (prequential; in the data's units): the stream's own held-out trace
+        previous = np.zeros(0) if first else self.log_likelihoods_
+        self.log_likelihoods_ = np.append(previous, loglik / n_rows)
+        self.converged_ = False  # online EM has no convergence test
+        return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -738,3 +847,51 @@ class GaussianLatentEstimator(
         check_is_fitted(self)
         Z = check_codes(Z, self.n_components_, name="Z")
         return Z @ self.components_ + self.params_["mu"]
+
+    # -- imputation ---------------------------------------------------------------------
+
+    def impute(self, X, *, return_std: bool = False):
+        """Fill NaN entries with their conditional mean given the row's observed entries.
+
+        Observed entries are returned unchanged.  With ``return_std=True`` also returns
+        the conditional standard deviation of each entry (0 where observed).  A Dask
+        array gives Dask arrays.
+        """
+        if is_dask(X):
+            check_is_fitted(self)
+            return _chunked_outputs().map_imputation(self, X, return_std)
+        X, mask = self._observed(X, allow_empty_rows=True)
+        with self._precision():
+            filled, std = conditional_fill(self._arrays(len(X)), X, mask, self.params_["mu"])
+        return (filled, std) if return_std else filled
+
+    def conditional_mixture(self, X):
+        """Each entry's distribution given its row's observed entries, as a mixture
+        ``sum_c weights[n, c] N(means[n, c, j], sds[n, c, j]^2)`` with one component:
+        ``weights`` (n, 1) ones, ``means`` and ``sds`` (n, 1, d), sd 0 where observed.
+        (The common form of every imputing model; mixtures have K components.)"""
+        return mixture_form(*self.impute(X, return_std=True))
+
+    def impute_interval(self, X, level: float = 0.9):
+        """Central ``level`` interval of each missing entry given the row's observed ones.
+
+        The conditional distribution is Gaussian, so the interval is the conditional
+        mean -/+ z * sd.  Plug-in: parameter uncertainty is not included.  Returns
+        ``(lower, upper)``, each (n_samples, n_features); both equal X where observed.
+        """
+        z = central_quantile(level)
+        filled, std = self.impute(X, return_std=True)
+        return filled - z * std, filled + z * std
+
+    def sample_imputations(self, X, n_imputations: int = 5, random_state=None) -> np.ndarray:
+        """Multiple imputation: draws of the missing entries from p(x_miss | x_obs).
+
+        Draws z from its posterior, then the missing coordinates given z, so their
+        correlations are kept.  Returns shape (n_imputations, n_samples, n_features).
+        """
+        check_positive_int("n_imputations", n_imputations)
+        X, mask = self._observed(X, allow_empty_rows=True)
+        z_mean, z_cov = self._posterior(X, mask)
+        rng = check_random_state(random_state)
+        W, mu, noise = self.params_["W"], self.params_["mu"], self._noise_variance_vector()
+        return draw_imputations(X, mask, z_mean, z_cov, W, mu, noise, n_imputations, rng)

@@ -12,13 +12,12 @@ from sklearn.utils.validation import check_is_fitted
 from latentlab._docstrings import fill_doc
 from latentlab._settings import Options, scale_settings
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._online import OnlineGaussianLatentMixin
 from latentlab.estimators.base import LATENTLAB_FILES
 from latentlab.estimators.gaussian_latent import (
     ROTATION_SETTINGS,
     STREAMING_SETTINGS,
+    VARIANCE_FLOOR,
     GaussianLatentEstimator,
-    IsotropicNoiseMixin,
 )
 from latentlab.models import ppca
 
@@ -35,7 +34,7 @@ _e_step = jax.jit(ppca.e_step)
 
 
 @fill_doc(rows_per_call="1024 rows with missing entries")
-class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimator):
+class PPCA(GaussianLatentEstimator):
     """Probabilistic principal component analysis (Tipping & Bishop 1999).
 
     ``x = W z + mu + eps`` with ``z ~ N(0, I_K)`` and ``eps ~ N(0, sigma2 I)``, declared
@@ -186,6 +185,19 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         """Fit the model to X (n_samples, n_features); NaN entries are missing values."""
         return self._fit_latent(X)
 
+    def partial_fit(self, X, y=None):
+        return self._stepwise_fit(X)
+
+    partial_fit.__doc__ = GaussianLatentEstimator._stepwise_fit.__doc__
+
+    def _hyper(self, column_variance, dtype):
+        # One floor for the one noise variance: the mean of the features' floors, not
+        # the smallest (a floor far below the largest feature's variance lets round-off
+        # break EM's monotonicity; tried: the minimum breaks it by 1e-2 relative on
+        # rank-K data whose column scales span 1e5).
+        floor = np.mean(VARIANCE_FLOOR * column_variance)
+        return ppca.Hyper(variance_floor=np.asarray(floor, dtype))
+
     def _fit_closed_form(self, data, K, hyper, mask):
         if mask is not None:
             raise ValueError(
@@ -226,6 +238,14 @@ class PPCA(OnlineGaussianLatentMixin, IsotropicNoiseMixin, GaussianLatentEstimat
         super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------
+
+    def _noise_variance_vector(self):
+        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
+
+    @property
+    def noise_variance_(self):
+        check_is_fitted(self)
+        return float(self.params_["sigma2"])
 
     def _n_parameters(self) -> int:
         return ppca.n_parameters(self.n_features_in_, self.n_components_)

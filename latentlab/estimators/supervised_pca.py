@@ -7,7 +7,7 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._settings import Boolean, Real
 from latentlab._validation import (
@@ -16,19 +16,21 @@ from latentlab._validation import (
     check_no_empty_rows,
 )
 from latentlab.estimators import _posterior_hooks
+from latentlab.estimators._gaussian_latent_programs import _padded, _row_posteriors
 from latentlab.estimators.base import (
     GenerativeMixin,
     LatentEstimator,
     PosteriorMixin,
     jax_key,
     to_numpy,
+    warn_not_converged,
 )
 from latentlab.estimators.gaussian_latent import (
     DEGENERATE_ADVICE,
+    SETTINGS,
     VARIANCE_FLOOR,
-    GaussianLatentFitMixin,
-    _padded,
-    _row_posteriors,
+    check_components,
+    fit_padded_em,
 )
 from latentlab.models import supervised_pca as spca
 from latentlab.models.gaussian_latent import canonical_loadings, global_scale, summarise
@@ -40,7 +42,6 @@ class SupervisedPCA(
     RegressorMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    GaussianLatentFitMixin,
     PosteriorMixin,
     LatentEstimator,
 ):
@@ -84,7 +85,7 @@ class SupervisedPCA(
 
     _module = spca
     _settings = {
-        **GaussianLatentFitMixin._settings,
+        **SETTINGS,
         "alpha": Real(0, None, closed="neither", finite=True),
         "prior": Boolean(),
     }
@@ -169,7 +170,10 @@ class SupervisedPCA(
         d_x = X.shape[1]
         self.n_targets_ = Y.shape[1]
         # by default as many components as x has features (the data permitting)
-        K = self._check_settings(n, d, default_components=min(d_x, self._max_components(n, d)[0]))
+        high, why = self._max_components(n, d)
+        K = check_components(
+            type(self).__name__, self.n_components, 1, high, why, n, d, min(d_x, high)
+        )
         self.n_components_ = K
         mask = None if mask.all() else mask
         shift = np.nanmean(V, axis=0)
@@ -190,7 +194,20 @@ class SupervisedPCA(
                 variance_floor=np.asarray(floors, dtype),
             )
             if self.method == "em":
-                params, trace, n_iter, converged = self._fit_em(data, n, K, column_variance, hyper)
+                params, trace, n_iter, converged = fit_padded_em(
+                    spca,
+                    data,
+                    n,
+                    K,
+                    column_variance,
+                    hyper,
+                    n_init=self.n_init,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    verbose=self.verbose,
+                    seed=check_random_state(self.random_state).randint(0, 2**31 - 1),
+                    pca_start=True,
+                )
             else:
                 params, trace, n_iter, converged = self._fit_svi_xy(
                     V - shift, mask, d_x, K, column_variance
@@ -208,7 +225,8 @@ class SupervisedPCA(
         }
         advice = DEGENERATE_ADVICE.format(data="X and y")
         self._end_fit(params, trace, n_iter, converged, advice=advice)
-        self._warn_after_fit(hyper)
+        if not self.converged_ and self.method == "em":
+            warn_not_converged(self)
         return self
 
     def _fit_svi_xy(self, Vc, mask, d_x, K, column_variance):
