@@ -773,15 +773,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             # would be a compiled program of its own on a cold start)
             dtype = np.dtype(self.dtype)
             reg = variance_floor(unit, dtype, self.reg_covar).astype(dtype)
-            resp = self._start_responsibilities(
-                Z, K, need_resp, n_starts, (rows, padded), rng, dtype
-            )
-            start_data = (
-                pad_rows(Z, rows).astype(dtype),
-                pad_rows(np.ones(n), rows).astype(dtype),
-                resp,
-                np.arange(padded) < K,
-                *self._given_start(weights, means, scale, K, padded, dtype),
+            start_data = self._start_data(
+                Z, K, padded, rows, need_resp, n_starts, rng, dtype, (weights, means, scale)
             )
             if self.method == "em":
                 params, trace, converged, objective, breakdown = self._fit_em(
@@ -1021,15 +1014,8 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
         with self._precision():
             dtype = np.dtype(self.dtype)
             reg = variance_floor(unit, dtype, self.reg_covar).astype(dtype)
-            resp = self._start_responsibilities(
-                Z, K, need_resp, n_starts, (rows, padded), rng, dtype
-            )
-            start_data = (
-                pad_rows(Z, rows).astype(dtype),
-                pad_rows(np.ones(m), rows).astype(dtype),
-                resp,
-                np.arange(padded) < K,
-                *self._given_start(weights, means, scale, K, padded, dtype),
+            start_data = self._start_data(
+                Z, K, padded, rows, need_resp, n_starts, rng, dtype, (weights, means, scale)
             )
             if n <= source.resident_rows:
                 result = self._fit_em(
@@ -1078,33 +1064,34 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
             self.covariance_type,
         )
 
-    def _start_responsibilities(self, Z, K, need_resp, n_starts, shape, rng, dtype):
-        """Starting responsibilities by ``init_params``
-        (:func:`~latentlab.estimators._gmm_starts.start_responsibilities`)."""
-        return start_responsibilities(
+    def _start_data(self, Z, K, padded, rows, need_resp, n_starts, rng, dtype, given):
+        """The EM program's start inputs from the standardised rows ``Z`` (missing
+        entries 0): rows padded to ``rows``, their mask, starting responsibilities by
+        ``init_params`` (:func:`~latentlab.estimators._gmm_starts.start_responsibilities`),
+        which of the ``padded`` components are real, and the given starting values
+        (weights, means, scale; any None) padded, with which were given
+        (:func:`~latentlab.estimators._gmm_starts.given_start`)."""
+        resp = start_responsibilities(
             Z,
             K,
             need_resp,
             n_starts,
-            shape,
+            (rows, padded),
             rng,
             dtype,
             init_params=self.init_params,
             covariance_type=self.covariance_type,
         )
-
-    def _given_start(self, weights, means, scale, n_components, padded, dtype):
-        """The given starting values, padded, and which were given
-        (:func:`~latentlab.estimators._gmm_starts.given_start`)."""
-        return given_start(
-            weights,
-            means,
-            scale,
-            n_components,
-            padded,
-            self.n_features_in_,
-            dtype,
-            self.covariance_type,
+        weights, means, scale = given
+        user = given_start(
+            weights, means, scale, K, padded, self.n_features_in_, dtype, self.covariance_type
+        )
+        return (
+            pad_rows(Z, rows).astype(dtype),
+            pad_rows(np.ones(len(Z)), rows).astype(dtype),
+            resp,
+            np.arange(padded) < K,
+            *user,
         )
 
     def _fit_em(self, start_data, Xc, observed, reg):
