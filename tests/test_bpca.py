@@ -133,7 +133,7 @@ def test_save_load_round_trip(fitted, planted, tmp_path):
     np.testing.assert_array_equal(loaded.impute(X), fitted.impute(X))
 
 
-# -- the fitted model is the kept components (issue 34) ----------------------------------
+# -- the fitted model is the kept components -----------------------------------------
 
 
 @pytest.fixture(scope="module")

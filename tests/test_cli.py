@@ -168,7 +168,7 @@ def test_parse_ks():
 
 
 def test_options_before_the_file_name_give_the_same_output(frame, tmp_path):
-    # measured (issue 34): `impute --exclude id name data.csv` failed with "the following
+    # measured: `impute --exclude id name data.csv` failed with "the following
     # arguments are required: data": --exclude took the file name as a third column
     path = tmp_path / "named.csv"
     frame.assign(id=range(N), name="n").to_csv(path, index=False)
@@ -291,7 +291,7 @@ def test_in_place_output_is_atomic_and_keeps_permissions(frame, csv_file, tmp_pa
 
 
 def test_imputed_cells_round_trip_and_observed_cells_are_copied_as_written(frame, tmp_path):
-    # measured (issue 34): with cells like 4.1296 and 12.5 in a column, imputed cells
+    # measured: with cells like 4.1296 and 12.5 in a column, imputed cells
     # were rounded to its longest cell's decimals and padded with zeros (4.129600)
     path, out = tmp_path / "mixed.csv", tmp_path / "out.csv"
     formats = dict(a="{:.4f}", b="{:.4f}", c="{:.1f}", d="{:.1f}", e="{:.2f}", f="{:g}")
@@ -318,7 +318,7 @@ def test_imputed_cells_round_trip_and_observed_cells_are_copied_as_written(frame
 
 
 def test_std_and_interval_files_carry_the_excluded_columns(frame, tmp_path):
-    # measured (issue 34): the id and text columns were empty in --std/--interval files
+    # measured: the id and text columns were empty in --std/--interval files
     path = tmp_path / "ids.csv"
     ids = frame.assign(id=[f"r{i:03d}" for i in range(N)], name=["x y"] * (N - 1) + [None])
     ids.to_csv(path, index=False)

@@ -144,7 +144,7 @@ def test_n_components_out_of_range(planted, K):
         FactorAnalysis(K).fit(X)
 
 
-# -- the Ledermann bound (issue 34) -------------------------------------------------------
+# -- the Ledermann bound --------------------------------------------------------------
 
 
 def test_ledermann_bound_is_the_largest_k_with_non_negative_degrees_of_freedom():

@@ -1,4 +1,4 @@
-"""Estimator-specific input faults a fuzzer found (issue 35, round three), each
+"""Estimator-specific input faults a fuzzer found, each
 checked on the measured case: k-means++ seeds that depended on the dtype, PLS on a
 constant X, and kernel PCA silently symmetrising an asymmetric precomputed kernel.
 

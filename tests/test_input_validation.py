@@ -329,7 +329,7 @@ def test_compare_reads_masked_entries_as_missing():
         latentlab.compare(models, np.zeros((10, 2), dtype="datetime64[D]"), cv=2)
 
 
-# -- DataFrame columns that are not numbers, named (issue 34) ---------------------------
+# -- DataFrame columns that are not numbers, named ----------------------------------
 
 
 @pytest.mark.parametrize("name", exported_estimators())

@@ -37,3 +37,30 @@ def test_the_check_reads_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from sklearn.utils import check_random_state\n")
     assert imported_modules(source) == {"sklearn.utils"}
+
+
+def latentlab_bases(cls) -> list[str]:
+    """The latentlab classes in ``cls``'s method resolution order, itself included."""
+    return [
+        c.__name__ for c in cls.__mro__ if c.__module__.split(".")[0] in ("latentlab", "models")
+    ]
+
+
+def test_every_estimator_has_at_most_one_family_base():
+    # the estimator, at most one family base, LatentEstimator: shared behaviour is
+    # written as functions, not stacked as mixins
+    import inspect
+
+    import latentlab
+    from latentlab.estimators.base import LatentEstimator
+
+    estimators = [
+        obj
+        for name in latentlab.__all__
+        if inspect.isclass(obj := getattr(latentlab, name)) and issubclass(obj, LatentEstimator)
+    ]
+    assert len(estimators) >= 25
+    deep = {
+        cls.__name__: latentlab_bases(cls) for cls in estimators if len(latentlab_bases(cls)) > 3
+    }
+    assert not deep

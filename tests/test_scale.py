@@ -363,7 +363,7 @@ def _offset_mixture(n=2011, d=8, seed=2):
 
 def test_gaussian_mixture_kmeans_start_sees_every_row_when_chunked():
     """The chunked routes start k-means from every row, as in memory, so they give the
-    in-memory EM iterates (issue 34: a start from the first chunk alone reached
+    in-memory EM iterates (a start from the first chunk alone reached
     another optimum, 6e-3 nats per row away here, with means 0.7 apart)."""
     da = pytest.importorskip("dask.array")
     import dask

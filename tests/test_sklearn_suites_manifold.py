@@ -4,7 +4,7 @@ LocallyLinearEmbedding, run against latentlab's classes by the harness in
 ``test_isomap.py``/``test_locally_linear.py`` reach the class as a module attribute
 (``mds.MDS``, ``manifold.Isomap``): that attribute is swapped.
 
-The estimators of these suites are being extended (issue 34); an exclusion below says
+The estimators of these suites are being extended; an exclusion below says
 what fails today, and goes when the feature lands.
 """
 

@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
-__all__ = ["FitsEmbedding", "PairwiseWhenPrecomputed"]
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+
+from latentlab.estimators.base import LatentEstimator
+
+__all__ = ["EmbeddingEstimator", "pairwise_tags"]
+
+# the settings under which X is an (n, n) matrix rather than n_samples rows of features
+PRECOMPUTED = ("precomputed", "precomputed_nearest_neighbors")
 
 
-class FitsEmbedding:
-    """``fit``/``fit_transform`` of an estimator whose ``_fit(X)`` sets ``embedding_``
-    (n_samples, n_components); list it before scikit-learn's ``TransformerMixin``."""
+def pairwise_tags(tags, value, *, accepts_sparse=False):
+    """scikit-learn's input tags, set in place and returned: ``pairwise`` when the
+    estimator's setting ``value`` (its ``metric`` or ``affinity``) is
+    ``"precomputed"`` or ``"precomputed_nearest_neighbors"`` (X is then an (n, n)
+    matrix); ``sparse`` too when ``accepts_sparse``."""
+    tags.input_tags.pairwise = isinstance(value, str) and value in PRECOMPUTED
+    tags.input_tags.sparse = tags.input_tags.sparse or accepts_sparse
+    return tags
+
+
+class EmbeddingEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
+    """Base of the embedding transformers (Isomap, LLE, MDS): ``fit``/``fit_transform``
+    of an estimator whose ``_fit(X)`` sets ``embedding_`` (n_samples, n_components),
+    and scikit-learn's transformer conventions (``<classname><i>`` feature names,
+    ``set_output``).
+
+    scikit-learn's mixins are bases of this class rather than of each subclass: left of
+    :class:`LatentEstimator`, so their tags are applied on top of its, and after this
+    class in the MRO, so a subclass gets this ``fit_transform``, not
+    ``TransformerMixin``'s."""
 
     def fit(self, X, y=None):
         """Fit the embedding to X (n_samples, n_features), or to the (n, n) matrix the
@@ -23,22 +47,3 @@ class FitsEmbedding:
     @property
     def _n_features_out(self):
         return self.embedding_.shape[1]
-
-
-class PairwiseWhenPrecomputed:
-    """scikit-learn's ``pairwise`` input tag, on when the setting named
-    ``_pairwise_setting`` is ``"precomputed"`` or ``"precomputed_nearest_neighbors"``
-    (X is then an (n, n) matrix); ``_accepts_sparse`` sets the ``sparse`` input tag."""
-
-    _pairwise_setting = "affinity"
-    _accepts_sparse = False
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        value = getattr(self, self._pairwise_setting)
-        tags.input_tags.pairwise = isinstance(value, str) and value in (
-            "precomputed",
-            "precomputed_nearest_neighbors",
-        )
-        tags.input_tags.sparse = tags.input_tags.sparse or self._accepts_sparse
-        return tags

@@ -35,7 +35,7 @@ def sample_posterior(
     svi_steps=None,
     nuts_options=None,
 ):
-    """The body of ``sample_posterior`` for every estimator (see PosteriorMixin)."""
+    """The body of every estimator's ``LatentEstimator.sample_posterior``."""
     check_is_fitted(est)
     check_option("method", method, METHODS)
     num_samples = check_count("num_samples", num_samples, 1)

@@ -1,20 +1,29 @@
 """What the two-view estimators share (CCA, KernelCCA and the PLS family): validation
-of the two views, the ``transform(X, Y)`` surface, prediction through ``coef_``, and
-the checks of the ridge setting and of a loaded model's shapes."""
+of the two views, the ``transform(X, Y)`` surface, linear scores, prediction through
+``coef_``, and the checks of the ridge setting and of a loaded model's shapes.
+
+Design rule: each estimator derives from the one family base
+:class:`_TwoViewTransformer` (plus scikit-learn mixins); logic only some members share
+is a module-level function (here, in :mod:`~latentlab.estimators.pls` or
+:mod:`~latentlab.estimators.cca`) called from thin methods, not a mixin."""
 
 from __future__ import annotations
 
 import numbers
 
+import jax.numpy as jnp
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_array
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._validation import check_data, check_input_kind, check_magnitude, compute_dtype
-from latentlab.estimators.base import LatentEstimator
+from latentlab.closed_form import cca as cf_cca
+from latentlab.estimators._dispatch import map_rows
+from latentlab.estimators.base import LatentEstimator, to_numpy
 
-__all__ = ["_TwoViewTransformer", "_PredictThroughCoef", "_check_reg", "_check_shapes"]
+__all__ = ["_TwoViewTransformer", "_check_reg", "_check_shapes", "_check_linear_loaded"]
 
 
 def _check_reg(reg, *, positive: bool, who: str):
@@ -42,14 +51,40 @@ def _check_shapes(estimator, expected):
             raise ValueError(f"{name} has shape {np.shape(getattr(estimator, name))}, not {shape}")
 
 
+def _check_linear_loaded(estimator, more_shapes):
+    """Checks on a linear two-view model restored by :func:`latentlab.load`: the shapes
+    of the means, scales and weights, then of ``more_shapes`` (name -> shape), and
+    positive scales."""
+    p, q, k = estimator.n_features_in_, estimator.n_features_y_, estimator.n_components_
+    expected = {"x_mean_": (p,), "y_mean_": (q,), "x_std_": (p,), "y_std_": (q,)}
+    expected |= {"x_weights_": (p, k), "y_weights_": (q, k)}
+    _check_shapes(estimator, expected | more_shapes)
+    if not (np.all(estimator.x_std_ > 0) and np.all(estimator.y_std_ > 0)):
+        raise ValueError("x_std_ and y_std_ must be positive")
+
+
+def _regresses_through_coef(estimator) -> bool:
+    # a class setting, not the fitted state: an unfitted CCA has predict (and raises
+    # NotFittedError), a PLSSVD never has it
+    return estimator._predicts_through_coef
+
+
 class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
-    """Validation of the two views and the ``transform(X, Y)`` surface.
+    """The family base: validation of the two views, the ``transform(X, Y)`` surface,
+    and what most members share.
 
     ``transform`` is defined on a ``TransformerMixin`` subclass so that scikit-learn's
     ``set_output`` wraps it (it wraps only methods a subclass defines itself).
+
+    The linear members (CCA and the PLS classes) score ``(V - mean) / std @
+    projection`` with the fitted attributes named by ``_x_projection`` and
+    ``_y_projection``; KernelCCA overrides ``_scores_x`` and ``_scores_y``.  Members
+    that regress Y on X through ``coef_`` set ``_predicts_through_coef``, which gives
+    them :meth:`predict` and :meth:`score`.
     """
 
-    _min_fit_samples = 3  # fewer leaves no spread to correlate
+    _x_projection, _y_projection = "x_weights_", "y_weights_"
+    _predicts_through_coef = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -60,12 +95,16 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
     def _n_features_out(self):
         return self.n_components_
 
-    def _views(self, X, Y, *, reset: bool):
+    def _views(self, X, Y, *, reset: bool, min_samples: int = 3):
+        """X and Y (as 2-D float64) checked against each other and, unless ``reset``,
+        against the fit; ``min_samples`` rows are needed at fit (fewer than 3 leave no
+        spread to correlate)."""
         name = type(self).__name__
         if Y is None:
             raise ValueError(f"{name} requires y to be passed, but the target y is None")
-        min_samples = self._min_fit_samples if reset else 1
-        X = check_data(self, X, reset=reset, allow_nan=False, min_samples=min_samples)
+        X = check_data(
+            self, X, reset=reset, allow_nan=False, min_samples=min_samples if reset else 1
+        )
         Y = check_input_kind(Y, "Y", allow_nan=False)
         Y = check_array(Y, dtype=np.float64, ensure_2d=False, input_name="Y")
         y_ndim = Y.ndim
@@ -108,11 +147,18 @@ class _TwoViewTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Lat
         with self._precision():
             return self._scores_x(X), self._scores_y(Y)
 
+    def _linear_scores(self, V, mean, std, projection):
+        # centred in float64 on the host, before any cast to float32
+        args = (std, getattr(self, projection))
+        return to_numpy(map_rows(cf_cca.cca_transform, V - mean, *map(jnp.asarray, args)))
 
-class _PredictThroughCoef:
-    """``predict`` and ``score`` of the two-view estimators that regress Y on X through
-    their scores (CCA, PLS): ``(X - x_mean_) @ coef_.T + intercept_``."""
+    def _scores_x(self, X):
+        return self._linear_scores(X, self.x_mean_, self.x_std_, self._x_projection)
 
+    def _scores_y(self, Y):
+        return self._linear_scores(Y, self.y_mean_, self.y_std_, self._y_projection)
+
+    @available_if(_regresses_through_coef)
     def predict(self, X, copy=True):
         """Predict Y from X: ``(X - x_mean_) @ coef_.T + intercept_``.
 
@@ -129,9 +175,11 @@ class _PredictThroughCoef:
         Y = (X - self.x_mean_) @ self.coef_.T + self.intercept_
         return Y[:, 0].copy() if self.y_ndim_ == 1 else Y  # owns its data
 
+    @available_if(_regresses_through_coef)
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R^2 of :meth:`predict` (averaged uniformly over
         the Y columns), as scikit-learn's regressors."""
+        # (the PLS regressors get the same from RegressorMixin, which comes first)
         from sklearn.metrics import r2_score
 
         return float(r2_score(y, self.predict(X), sample_weight=sample_weight))

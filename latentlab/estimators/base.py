@@ -11,6 +11,7 @@ import jax
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._cache import ensure_compilation_cache
@@ -19,8 +20,6 @@ from latentlab._validation import check_positive_int
 
 __all__ = [
     "LatentEstimator",
-    "PosteriorMixin",
-    "GenerativeMixin",
     "to_numpy",
     "jax_key",
     "check_finite_fit",
@@ -106,6 +105,10 @@ def warn_not_converged(
     )
 
 
+def _is_generative(estimator) -> bool:
+    return type(estimator)._generative
+
+
 class LatentEstimator(BaseEstimator):
     """Base class: runs JAX in the estimator's precision without touching global config.
 
@@ -113,9 +116,18 @@ class LatentEstimator(BaseEstimator):
     :mod:`latentlab._settings`); every fitting method (:data:`FIT_METHODS`) checks
     them on entry, so a bad setting is refused before any data are read or any
     program compiled.
+
+    A likelihood model sets ``_generative = True`` and defines ``score_samples``
+    and ``_n_parameters``; it then has :meth:`score`, :attr:`n_parameters_`,
+    :meth:`bic`, :meth:`aic` and :meth:`sample_posterior` (which reads the
+    estimator's ``_posterior_problem(X, y, prior)``, see
+    :mod:`latentlab.estimators._posterior_hooks`; sampling, alignment and the
+    DataTree layout are shared in :mod:`latentlab.estimators._posterior_sampling`).
+    Other estimators do not have these methods at all (``hasattr`` is False).
     """
 
     _settings: dict = {}
+    _generative: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -172,26 +184,12 @@ class LatentEstimator(BaseEstimator):
             n_samples=int(n_samples), n_features=self.n_features_in_, explicit_latent=True
         )
 
-    def save(self, path) -> None:
-        """Save the fitted model as arrays + JSON (no pickle); see :func:`latentlab.load`."""
-        from latentlab.io import save
-
-        save(self, path)
-
-
-class PosteriorMixin:
-    """Posterior draws of a fitted generative model's parameters, as an ArviZ DataTree.
-
-    An estimator describes its posterior problem in ``_posterior_problem(X, y, prior)``
-    (see :mod:`latentlab.estimators._posterior_hooks`); the sampling, alignment and
-    DataTree layout are shared (:mod:`latentlab.estimators._posterior_sampling`).
-    """
-
     def _posterior_problem(self, X, y, prior):
         from latentlab.estimators._posterior_hooks import default_problem
 
         return default_problem(self, X, y, prior)
 
+    @available_if(_is_generative)
     def sample_posterior(
         self,
         X,
@@ -313,10 +311,7 @@ class PosteriorMixin:
             nuts_options=nuts_options,
         )
 
-
-class GenerativeMixin(PosteriorMixin):
-    """Likelihood-based model selection for estimators with ``score_samples``."""
-
+    @available_if(_is_generative)
     def score(self, X, y=None) -> float:
         """Mean per-sample log-likelihood of X (higher is better).
 
@@ -335,17 +330,29 @@ class GenerativeMixin(PosteriorMixin):
     def n_parameters_(self) -> int:
         """The fitted model's number of free parameters: the p of :meth:`bic` and
         :meth:`aic`."""
+        if not self._generative:
+            raise AttributeError(
+                f"{type(self).__name__} has no n_parameters_: it is not a likelihood model"
+            )
         check_is_fitted(self)
         return self._n_parameters()
 
+    @available_if(_is_generative)
     def bic(self, X) -> float:
         """Bayesian information criterion, ``-2 log L + p log n`` (lower is better)."""
         check_is_fitted(self)
         n = np.shape(X)[0]  # a Dask array's length without computing it
         return float(-2.0 * self.score(X) * n + self._n_parameters() * np.log(n))
 
+    @available_if(_is_generative)
     def aic(self, X) -> float:
         """Akaike information criterion, ``-2 log L + 2 p`` (lower is better)."""
         check_is_fitted(self)
         n = np.shape(X)[0]  # a Dask array's length without computing it
         return float(-2.0 * self.score(X) * n + 2 * self._n_parameters())
+
+    def save(self, path) -> None:
+        """Save the fitted model as arrays + JSON (no pickle); see :func:`latentlab.load`."""
+        from latentlab.io import save
+
+        save(self, path)

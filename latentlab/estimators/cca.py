@@ -17,9 +17,9 @@ from latentlab.estimators._kernels import (
     resolve_kernel,
 )
 from latentlab.estimators._two_view import (
+    _check_linear_loaded,
     _check_reg,
     _check_shapes,
-    _PredictThroughCoef,
     _TwoViewTransformer,
 )
 from latentlab.estimators.base import check_finite_fit, to_numpy
@@ -30,7 +30,7 @@ __all__ = ["CCA", "KernelCCA"]
 REG = Real(0, None, finite=True) | ArrayLike()
 
 
-class CCA(_PredictThroughCoef, _TwoViewTransformer):
+class CCA(_TwoViewTransformer):
     """Canonical correlation analysis in closed form, with optional ridge regularization.
 
     Finds weight pairs (u_k, v_k) maximising the correlation of ``X u`` and ``Y v``:
@@ -89,6 +89,8 @@ class CCA(_PredictThroughCoef, _TwoViewTransformer):
     >>> x_scores, y_scores = latentlab.CCA(n_components=2).fit(X, Y).transform(X, Y)
     """
 
+    # transform: the family base's linear scores, through x_weights_ and y_weights_
+    _predicts_through_coef = True  # scikit-learn's CCA regression (see predict)
     _settings = {
         "n_components": Integer(),
         "reg": REG,
@@ -174,35 +176,20 @@ class CCA(_PredictThroughCoef, _TwoViewTransformer):
         coef = (self.x_weights_ * (beta / alpha)) @ self.y_loadings_.T  # (p, q), scaled
         return np.ascontiguousarray((coef * self.y_std_).T / self.x_std_)
 
-    def _scores_x(self, X):
-        # centred in float64 on the host, before any cast to float32
-        args = (self.x_std_, self.x_weights_)
-        return to_numpy(map_rows(cf.cca_transform, X - self.x_mean_, *map(jnp.asarray, args)))
-
-    def _scores_y(self, Y):
-        args = (self.y_std_, self.y_weights_)
-        return to_numpy(map_rows(cf.cca_transform, Y - self.y_mean_, *map(jnp.asarray, args)))
-
     def _validate_loaded(self):
         """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
         p, q, k = self.n_features_in_, self.n_features_y_, self.n_components_
-        expected = {
-            "x_mean_": (p,),
-            "y_mean_": (q,),
-            "x_std_": (p,),
-            "y_std_": (q,),
-            "x_weights_": (p, k),
-            "y_weights_": (q, k),
-            "x_loadings_": (p, k),
-            "y_loadings_": (q, k),
-            "correlations_": (k,),
-            "regularized_correlations_": (k,),
-            "coef_": (q, p),
-            "intercept_": (q,),
-        }
-        _check_shapes(self, expected)
-        if not (np.all(self.x_std_ > 0) and np.all(self.y_std_ > 0)):
-            raise ValueError("x_std_ and y_std_ must be positive")
+        _check_linear_loaded(
+            self,
+            {
+                "x_loadings_": (p, k),
+                "y_loadings_": (q, k),
+                "correlations_": (k,),
+                "regularized_correlations_": (k,),
+                "coef_": (q, p),
+                "intercept_": (q,),
+            },
+        )
 
 
 class KernelCCA(_TwoViewTransformer):

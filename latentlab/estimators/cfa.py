@@ -15,7 +15,6 @@ from latentlab._settings import ArrayLike, Boolean, InstanceOf, Integer, Real
 from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
 from latentlab.estimators._gaussian_latent_programs import _padded, _row_posteriors
 from latentlab.estimators.base import (
-    GenerativeMixin,
     LatentEstimator,
     to_numpy,
     warn_not_converged,
@@ -28,7 +27,7 @@ __all__ = ["ConfirmatoryFactorAnalysis"]
 
 
 class ConfirmatoryFactorAnalysis(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, GenerativeMixin, LatentEstimator
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
 ):
     """Confirmatory factor analysis: factors measured by the indicators a hypothesis
     names, fitted by maximum likelihood.
@@ -85,6 +84,7 @@ class ConfirmatoryFactorAnalysis(
     >>> latentlab.psychometrics.goodness_of_fit(cfa, X)  # chi2 85.306 on 24 df  # doctest: +SKIP
     """
 
+    _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = {
         # checked with the data (names, shape)
         "pattern": InstanceOf(dict, "a dict {factor: indicators}") | ArrayLike() | None,

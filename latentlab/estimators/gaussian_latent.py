@@ -73,7 +73,6 @@ from latentlab.estimators._online import (
 from latentlab.estimators._rows import ROWS_PER_CALL
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
-    GenerativeMixin,
     LatentEstimator,
     jax_key,
     to_numpy,
@@ -285,7 +284,6 @@ def rotated_loadings(W, rotation, rotation_kwargs, n_rotation_starts, random_sta
 class GaussianLatentEstimator(
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    GenerativeMixin,
     LatentEstimator,
 ):
     """Fitting by EM or MAP/SVI, and everything asked of the fitted marginal.
@@ -299,6 +297,7 @@ class GaussianLatentEstimator(
 
     _module = None
     _methods = ("em", "map", "svi")
+    _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = SETTINGS
     _pca_start = True  # EM's first start at the mean-imputed PCA solution (if the model has one)
     # Smallest n_components: 0 (no latent factor: the independent-noise Gaussian,

@@ -35,7 +35,6 @@ from functools import cache, partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import DensityMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
@@ -107,7 +106,6 @@ from latentlab.estimators._online import (
 )
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
-    GenerativeMixin,
     LatentEstimator,
     to_numpy,
     warn_not_converged,
@@ -478,7 +476,7 @@ class MixtureRowsPass:
 
 
 @fill_doc(rows_per_call="2048 complete rows")
-class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
+class GaussianMixture(LatentEstimator):
     """Gaussian mixture model fitted by EM (PRML 9.2), declared once in
     :func:`latentlab.models.gmm.gmm_model`.
 
@@ -629,6 +627,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
 
     _posterior_problem = _posterior_hooks.mixture_problem  # for sample_posterior
 
+    _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = {
         "n_components": Integer(),  # 1 <= K <= n_samples: checked with the data
         "covariance_type": Options(*gmm.COVARIANCE_TYPES),
@@ -1118,6 +1117,7 @@ class GaussianMixture(GenerativeMixin, DensityMixin, LatentEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        tags.estimator_type = "density_estimator"  # scikit-learn's DensityMixin's tag
         tags.input_tags.allow_nan = True
         return tags
 

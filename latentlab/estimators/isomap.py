@@ -10,7 +10,6 @@ import numbers
 
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._docstrings import fill_doc
@@ -21,8 +20,8 @@ from latentlab.closed_form import isomap as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
-from latentlab.estimators._embedding import FitsEmbedding, PairwiseWhenPrecomputed
-from latentlab.estimators.base import LatentEstimator, jax_key, to_numpy
+from latentlab.estimators._embedding import EmbeddingEstimator, pairwise_tags
+from latentlab.estimators.base import jax_key, to_numpy
 
 __all__ = ["Isomap", "neighbors_of", "check_n_neighbors"]
 
@@ -177,13 +176,7 @@ def _padded(distances, indices, radius):
 
 
 @fill_doc
-class Isomap(
-    FitsEmbedding,
-    PairwiseWhenPrecomputed,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    LatentEstimator,
-):
+class Isomap(EmbeddingEstimator):
     """Isomap embedding (Tenenbaum, de Silva & Langford 2000).
 
     Builds the k-nearest-neighbour (or epsilon-radius) graph of the data, computes the
@@ -328,11 +321,8 @@ class Isomap(
             raise ValueError("One of n_neighbors and radius must be given")
         return check_n_neighbors(self.n_neighbors, n)
 
-    _pairwise_setting = "metric"
-    _accepts_sparse = True
-
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
+        tags = pairwise_tags(super().__sklearn_tags__(), self.metric, accepts_sparse=True)
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 

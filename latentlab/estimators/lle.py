@@ -6,7 +6,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -18,8 +17,8 @@ from latentlab.closed_form import lle as cf
 from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, row_bucket, to_device
-from latentlab.estimators._embedding import FitsEmbedding
-from latentlab.estimators.base import LatentEstimator, check_finite_fit, to_numpy
+from latentlab.estimators._embedding import EmbeddingEstimator
+from latentlab.estimators.base import check_finite_fit, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors, neighbors_of
 
 __all__ = ["LocallyLinearEmbedding"]
@@ -29,9 +28,7 @@ METHODS = ("standard", "hessian", "modified", "ltsa")
 
 
 @fill_doc
-class LocallyLinearEmbedding(
-    FitsEmbedding, ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
-):
+class LocallyLinearEmbedding(EmbeddingEstimator):
     """Locally linear embedding (Roweis & Saul 2000) and its variants.
 
     Standard LLE: each point is reconstructed from its ``n_neighbors`` nearest

@@ -8,7 +8,6 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from latentlab._settings import (
@@ -25,10 +24,9 @@ from latentlab._validation import check_data, check_n_components, check_symmetri
 from latentlab.closed_form import mds as cf
 from latentlab.closed_form.eigensolvers import solver_threads
 from latentlab.estimators._dispatch import call, map_rows, to_device
-from latentlab.estimators._embedding import FitsEmbedding
+from latentlab.estimators._embedding import EmbeddingEstimator
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
-    LatentEstimator,
     jax_key,
     to_numpy,
     warn_not_converged,
@@ -69,12 +67,7 @@ def check_distance_matrix(D: np.ndarray, who: str = "X") -> np.ndarray:
     return D
 
 
-class MDS(
-    FitsEmbedding,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    LatentEstimator,
-):
+class MDS(EmbeddingEstimator):
     """Multidimensional scaling: classical (Torgerson) MDS, computed by jit-compiled
     JAX in float64, with an out-of-sample ``transform``; SMACOF refinement, and
     non-metric (ordinal) MDS.

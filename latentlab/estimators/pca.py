@@ -20,12 +20,12 @@ from latentlab._validation import (
 from latentlab.closed_form import pca as cf
 from latentlab.estimators._dispatch import map_rows
 from latentlab.estimators._pca_mle import _laplace_evidence, mle_dimension  # noqa: F401
-from latentlab.estimators._pca_solvers import PCASolversMixin
+from latentlab.estimators._pca_solvers import decompose_dense, decompose_sparse
 from latentlab.estimators._sparse import (
     check_sparse_data,
     is_sparse,
 )
-from latentlab.estimators.base import GenerativeMixin, LatentEstimator, to_numpy
+from latentlab.estimators.base import LatentEstimator, to_numpy
 
 __all__ = ["PCA", "mle_dimension"]
 
@@ -50,13 +50,7 @@ def _is_fraction(n_components) -> bool:
     )
 
 
-class PCA(
-    PCASolversMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    GenerativeMixin,
-    LatentEstimator,
-):
+class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
     """Principal component analysis, computed by jit-compiled JAX in float64.
 
     The centred data ``X - mean_`` are decomposed as ``U S V^T``; the rows of ``V^T``
@@ -148,6 +142,7 @@ default="auto"
     (2, 5)
     """
 
+    _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = {
         # an int, a fraction of variance to keep, Minka's choice, or all
         "n_components": Integer() | Real(0, 1, closed="neither") | None | "mle",
@@ -262,15 +257,26 @@ default="auto"
                     "would densify X"
                 )
             X = check_sparse_data(self, X, reset=True, min_samples=2)
-            decompose = self._decompose_sparse
         else:
             X = check_data(self, X, reset=True, allow_nan=False, min_samples=2)
-            decompose = self._decompose_dense
         n, d = X.shape
         solver, K = self._resolve(n, d, sparse=is_sparse(X))
         high = min(n, d)
         with self._precision():
-            solver, result, shift = decompose(X, solver, K)
+            if is_sparse(X):
+                solver, result, shift = decompose_sparse(
+                    X, solver, K, dtype=self.dtype, random_state=self.random_state
+                )
+            else:
+                solver, result, shift = decompose_dense(
+                    X,
+                    solver,
+                    K,
+                    dtype=self.dtype,
+                    random_state=self.random_state,
+                    n_oversamples=self.n_oversamples,
+                    iterated_power=self.iterated_power,
+                )
             mean = shift + to_numpy(result.mean)
             components = to_numpy(result.components)[:high]
             singular_values = to_numpy(result.singular_values)[:high]

@@ -1,11 +1,15 @@
-"""``latentlab.PLSRegression``, ``PLSCanonical`` and ``PLSSVD``: partial least squares."""
+"""``latentlab.PLSRegression``, ``PLSCanonical`` and ``PLSSVD``: partial least squares.
+
+The three classes derive from the family base only; what they share is in
+module-level functions: validation (:func:`_check_fit`), the means (:func:`_set_means`),
+the loaded-model checks (:func:`_check_loaded`), and, for the two NIPALS classes, the
+fit (:func:`_fit_nipals`) and :func:`_inverse_transform`."""
 
 from __future__ import annotations
 
 import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin
 from sklearn.utils import check_array
@@ -13,173 +17,154 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, Real
 from latentlab._validation import check_n_components
-from latentlab.closed_form import cca as cf_cca
 from latentlab.closed_form import pls as cf
-from latentlab.estimators._dispatch import call, map_rows, to_device
-from latentlab.estimators._two_view import _check_shapes, _PredictThroughCoef, _TwoViewTransformer
+from latentlab.estimators._dispatch import call, to_device
+from latentlab.estimators._two_view import _check_linear_loaded, _TwoViewTransformer
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy, warn_not_converged
 
 __all__ = ["PLSRegression", "PLSCanonical", "PLSSVD"]
 
-
-class _PLSBase(_TwoViewTransformer):
-    """Validation shared by the three PLS classes; scores are ``X_scaled @ <projection>``."""
-
-    _min_fit_samples = 2  # ddof=1 scaling needs two rows
-    _x_projection, _y_projection = "x_rotations_", "y_rotations_"
-    _regression_bound = False  # n_components <= min(n, p) instead of min(n, p, q)
-    _settings = {
-        "n_components": Integer(),  # its range depends on the data
-        "scale": Boolean(),
-        "copy": Boolean(),
-        "dtype": Dtype(),
-    }
-
-    def _check_fit(self, X, y):
-        X, Y = self._views(X, y, reset=True)
-        (n, p), q = X.shape, Y.shape[1]
-        if self._regression_bound:
-            high, why = min(n, p), "min(n_samples, n_features_x), the rank bound of X"
-        else:
-            high, why = min(n, p, q), "min(n_samples, n_features_x, n_features_y)"
-        self.n_components_ = check_n_components(self.n_components, 1, high, why)
-        # a constant Y column (scale=True: its standard deviation 0 taken as 1, as
-        # scikit-learn's) is a zero column after centring: it covaries with nothing, and
-        # an all-constant Y leaves PLSRegression/PLSCanonical no component (they warn,
-        # "y residual is constant at iteration 0", and fit zero weights and coef_)
-        return X, Y
-
-    def _set_means(self, X, Y, fit):
-        # the host centring's round-off is added back (fit.*_mean is what was left)
-        self.x_mean_ = X.mean(axis=0) + fit.x_mean
-        self.y_mean_ = Y.mean(axis=0) + fit.y_mean
-        self.x_std_, self.y_std_ = fit.x_scale, fit.y_scale
-
-    def _scores(self, V, mean, std, projection):
-        # centred in float64 on the host, before any cast to float32
-        args = (std, getattr(self, projection))
-        return to_numpy(map_rows(cf_cca.cca_transform, V - mean, *map(jnp.asarray, args)))
-
-    def _scores_x(self, X):
-        return self._scores(X, self.x_mean_, self.x_std_, self._x_projection)
-
-    def _scores_y(self, Y):
-        return self._scores(Y, self.y_mean_, self.y_std_, self._y_projection)
-
-    def _validate_loaded(self):
-        """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
-        p, q, k = self.n_features_in_, self.n_features_y_, self.n_components_
-        expected = {"x_mean_": (p,), "y_mean_": (q,), "x_std_": (p,), "y_std_": (q,)}
-        expected |= {"x_weights_": (p, k), "y_weights_": (q, k)}
-        if hasattr(self, "coef_"):
-            expected |= {
-                "x_loadings_": (p, k),
-                "y_loadings_": (q, k),
-                "x_rotations_": (p, k),
-                "y_rotations_": (q, k),
-                "coef_": (q, p),
-                "intercept_": (q,),
-            }
-        _check_shapes(self, expected)
-        if not (np.all(self.x_std_ > 0) and np.all(self.y_std_ > 0)):
-            raise ValueError("x_std_ and y_std_ must be positive")
+_SETTINGS = {
+    "n_components": Integer(),  # its range depends on the data
+    "scale": Boolean(),
+    "copy": Boolean(),
+    "dtype": Dtype(),
+}
+_NIPALS_SETTINGS = {
+    **_SETTINGS,
+    "max_iter": Integer(1, None),
+    "tol": Real(0, None, finite=True),
+}
 
 
-class _NIPALS(_PredictThroughCoef, RegressorMixin, MultiOutputMixin, _PLSBase):
-    """PLS by deflation: PLSRegression and PLSCanonical."""
+def _check_fit(estimator, X, y, *, regression_bound: bool):
+    """The validated views, with ``n_components_`` set: at most ``min(n, p)`` for
+    PLSRegression (``regression_bound``, the rank bound of X), else ``min(n, p, q)``."""
+    X, Y = estimator._views(X, y, reset=True, min_samples=2)  # ddof=1 scaling needs two rows
+    (n, p), q = X.shape, Y.shape[1]
+    if regression_bound:
+        high, why = min(n, p), "min(n_samples, n_features_x), the rank bound of X"
+    else:
+        high, why = min(n, p, q), "min(n_samples, n_features_x, n_features_y)"
+    estimator.n_components_ = check_n_components(estimator.n_components, 1, high, why)
+    # a constant Y column (scale=True: its standard deviation 0 taken as 1, as
+    # scikit-learn's) is a zero column after centring: it covaries with nothing, and
+    # an all-constant Y leaves PLSRegression/PLSCanonical no component (they warn,
+    # "y residual is constant at iteration 0", and fit zero weights and coef_)
+    return X, Y
 
-    _deflation = "regression"
-    _settings = {
-        **_PLSBase._settings,
-        "max_iter": Integer(1, None),
-        "tol": Real(0, None, finite=True),
-    }
 
-    def fit(self, X, y=None):
-        """Fit on X (n_samples, n_features_x) and y = Y (n_samples,) or (n_samples,
-        n_features_y)."""
-        X, Y = self._check_fit(X, y)
-        if not np.ptp(X, axis=0).any():
-            # NIPALS' first x weights would be 0 / 0 (scikit-learn fails there too, with
-            # "slice 0 has a NaN entry"); PLSSVD's SVD of a zero matrix is defined
-            raise ValueError(
-                f"X is constant (every column holds a single value), so "
-                f"{type(self).__name__} finds no direction of X that covaries with Y; "
-                "check that the right data were passed."
-            )
-        algorithm = getattr(self, "algorithm", "nipals")
-        max_iter = int(self.max_iter)
-        K = self.n_components_
-        (n, p), q = X.shape, Y.shape[1]
-        # Centre in float64 on the host, before any cast to float32.
-        with self._precision():
-            fit = call(
-                cf.fit_pls,
-                n * (p + q),
-                to_device(X - X.mean(axis=0)),
-                to_device(Y - Y.mean(axis=0)),
-                float(self.tol),
-                max_iter,
-                n_components=K,
-                deflation=self._deflation,
-                algorithm=algorithm,
-                scale=bool(self.scale),
-            )
-            fit = jax.tree.map(to_numpy, fit)
-        n_fitted = int(fit.n_fitted)
-        if n_fitted < K:
-            warnings.warn(
-                f"y residual is constant at iteration {n_fitted}: Y is fully explained by "
-                f"{n_fitted} component(s); the remaining ones are zero",
-                UserWarning,
-                skip_file_prefixes=LATENTLAB_FILES,
-            )
-        self.n_iter_ = (
-            fit.n_iter[:n_fitted].astype(int) if algorithm == "nipals" else np.zeros(0, int)
+def _set_means(estimator, X, Y, fit):
+    """``x_mean_``, ``y_mean_``, ``x_std_`` and ``y_std_`` from a closed-form fit of the
+    centred views."""
+    # the host centring's round-off is added back (fit.*_mean is what was left)
+    estimator.x_mean_ = X.mean(axis=0) + fit.x_mean
+    estimator.y_mean_ = Y.mean(axis=0) + fit.y_mean
+    estimator.x_std_, estimator.y_std_ = fit.x_scale, fit.y_scale
+
+
+def _check_loaded(estimator):
+    """Checks on a PLS model restored by :func:`latentlab.load` (shapes, scales)."""
+    p, q, k = estimator.n_features_in_, estimator.n_features_y_, estimator.n_components_
+    more = {}
+    if hasattr(estimator, "coef_"):  # the NIPALS classes
+        more = {
+            "x_loadings_": (p, k),
+            "y_loadings_": (q, k),
+            "x_rotations_": (p, k),
+            "y_rotations_": (q, k),
+            "coef_": (q, p),
+            "intercept_": (q,),
+        }
+    _check_linear_loaded(estimator, more)
+
+
+def _fit_nipals(estimator, X, y, *, deflation: str, algorithm: str):
+    """The fit of PLSRegression (``deflation="regression"``) and PLSCanonical
+    (``"canonical"``): PLS by deflation, each component by NIPALS power iteration or
+    (``algorithm="svd"``) by SVD."""
+    X, Y = _check_fit(estimator, X, y, regression_bound=deflation == "regression")
+    if not np.ptp(X, axis=0).any():
+        # NIPALS' first x weights would be 0 / 0 (scikit-learn fails there too, with
+        # "slice 0 has a NaN entry"); PLSSVD's SVD of a zero matrix is defined
+        raise ValueError(
+            f"X is constant (every column holds a single value), so "
+            f"{type(estimator).__name__} finds no direction of X that covaries with Y; "
+            "check that the right data were passed."
         )
-        if np.any(self.n_iter_ >= max_iter):  # tol bounds |w - w_old|^2
-            warn_not_converged(self, "power iteration")
-        self._set_means(X, Y, fit)
-        self.x_weights_, self.y_weights_ = fit.x_weights, fit.y_weights
-        self.x_loadings_, self.y_loadings_ = fit.x_loadings, fit.y_loadings
-        self.x_rotations_, self.y_rotations_ = fit.x_rotations, fit.y_rotations
-        self.coef_ = fit.coef
-        self.intercept_ = self.y_mean_.copy()
-        self.x_scores_, self.y_scores_ = fit.x_scores, fit.y_scores
-        return self
+    max_iter = int(estimator.max_iter)
+    K = estimator.n_components_
+    (n, p), q = X.shape, Y.shape[1]
+    # Centre in float64 on the host, before any cast to float32.
+    with estimator._precision():
+        fit = call(
+            cf.fit_pls,
+            n * (p + q),
+            to_device(X - X.mean(axis=0)),
+            to_device(Y - Y.mean(axis=0)),
+            float(estimator.tol),
+            max_iter,
+            n_components=K,
+            deflation=deflation,
+            algorithm=algorithm,
+            scale=bool(estimator.scale),
+        )
+        fit = jax.tree.map(to_numpy, fit)
+    n_fitted = int(fit.n_fitted)
+    if n_fitted < K:
+        warnings.warn(
+            f"y residual is constant at iteration {n_fitted}: Y is fully explained by "
+            f"{n_fitted} component(s); the remaining ones are zero",
+            UserWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    estimator.n_iter_ = (
+        fit.n_iter[:n_fitted].astype(int) if algorithm == "nipals" else np.zeros(0, int)
+    )
+    if np.any(estimator.n_iter_ >= max_iter):  # tol bounds |w - w_old|^2
+        warn_not_converged(estimator, "power iteration")
+    _set_means(estimator, X, Y, fit)
+    estimator.x_weights_, estimator.y_weights_ = fit.x_weights, fit.y_weights
+    estimator.x_loadings_, estimator.y_loadings_ = fit.x_loadings, fit.y_loadings
+    estimator.x_rotations_, estimator.y_rotations_ = fit.x_rotations, fit.y_rotations
+    estimator.coef_ = fit.coef
+    estimator.intercept_ = estimator.y_mean_.copy()
+    estimator.x_scores_, estimator.y_scores_ = fit.x_scores, fit.y_scores
+    return estimator
 
-    def inverse_transform(self, X, y=None):
-        """Map scores back to the data: ``X @ x_loadings_.T * x_std_ + x_mean_`` (and the
-        same for y scores when given); exact for data in the span of the components.
 
-        Parameters
-        ----------
-        X : array (n_samples, n_components_)
-            x scores, as returned by :meth:`transform`.
-        y : array (n_samples, n_components_), optional
-            y scores.
+def _inverse_transform(estimator, X, y=None):
+    """Map scores back to the data: ``X @ x_loadings_.T * x_std_ + x_mean_`` (and the
+    same for y scores when given); exact for data in the span of the components.
 
-        Returns
-        -------
-        X_reconstructed : ndarray (n_samples, n_features_x), and ``Y_reconstructed``
-        (n_samples, n_features_y) when y is given.
-        """
-        check_is_fitted(self)
-        out = []
-        for name, scores, loadings, std, mean in (
-            ("X", X, self.x_loadings_, self.x_std_, self.x_mean_),
-            ("y", y, self.y_loadings_, self.y_std_, self.y_mean_),
-        ):
-            if scores is None:
-                continue
-            scores = check_array(scores, dtype=np.float64, input_name=name)
-            if scores.shape[1] != self.n_components_:
-                raise ValueError(
-                    f"{name} has {scores.shape[1]} columns, but inverse_transform takes "
-                    f"scores with n_components_={self.n_components_} columns"
-                )
-            out.append(scores @ loadings.T * std + mean)
-        return out[0] if len(out) == 1 else tuple(out)
+    Parameters
+    ----------
+    X : array (n_samples, n_components_)
+        x scores, as returned by :meth:`transform`.
+    y : array (n_samples, n_components_), optional
+        y scores.
+
+    Returns
+    -------
+    X_reconstructed : ndarray (n_samples, n_features_x), and ``Y_reconstructed``
+    (n_samples, n_features_y) when y is given.
+    """
+    check_is_fitted(estimator)
+    out = []
+    for name, scores, loadings, std, mean in (
+        ("X", X, estimator.x_loadings_, estimator.x_std_, estimator.x_mean_),
+        ("y", y, estimator.y_loadings_, estimator.y_std_, estimator.y_mean_),
+    ):
+        if scores is None:
+            continue
+        scores = check_array(scores, dtype=np.float64, input_name=name)
+        if scores.shape[1] != estimator.n_components_:
+            raise ValueError(
+                f"{name} has {scores.shape[1]} columns, but inverse_transform takes "
+                f"scores with n_components_={estimator.n_components_} columns"
+            )
+        out.append(scores @ loadings.T * std + mean)
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 _SHARED_PARAMETERS = """n_components : int, default=2
@@ -221,7 +206,7 @@ _COPY_DTYPE_AND_ATTRIBUTES = f"""copy : bool, default=True
     {_SHARED_ATTRIBUTES}"""
 
 
-class PLSRegression(_NIPALS):
+class PLSRegression(RegressorMixin, MultiOutputMixin, _TwoViewTransformer):
     __doc__ = f"""PLS regression (PLS2): NIPALS with Y deflated on the x scores.
 
     Each component is the first singular pair of the deflated cross-covariance, found by
@@ -248,7 +233,9 @@ class PLSRegression(_NIPALS):
     0.969
     """
 
-    _regression_bound = True
+    _x_projection, _y_projection = "x_rotations_", "y_rotations_"
+    _predicts_through_coef = True
+    _settings = _NIPALS_SETTINGS
 
     def __init__(
         self, n_components=2, *, scale=True, max_iter=500, tol=1e-6, copy=True, dtype="float64"
@@ -260,8 +247,22 @@ class PLSRegression(_NIPALS):
         self.copy = copy
         self.dtype = dtype
 
+    def fit(self, X, y=None):
+        """Fit on X (n_samples, n_features_x) and y = Y (n_samples,) or (n_samples,
+        n_features_y)."""
+        return _fit_nipals(self, X, y, deflation="regression", algorithm="nipals")
 
-class PLSCanonical(_NIPALS):
+    def inverse_transform(self, X, y=None):
+        return _inverse_transform(self, X, y)
+
+    inverse_transform.__doc__ = _inverse_transform.__doc__
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
+        _check_loaded(self)
+
+
+class PLSCanonical(RegressorMixin, MultiOutputMixin, _TwoViewTransformer):
     __doc__ = f"""PLS in canonical (symmetric) mode: each view deflated on its own scores.
 
     As scikit-learn's ``PLSCanonical`` (Wegelin 2000, "PLS-C2A"): unit weights on both
@@ -284,8 +285,9 @@ class PLSCanonical(_NIPALS):
     (50, 2)
     """
 
-    _deflation = "canonical"
-    _settings = {**_NIPALS._settings, "algorithm": Options("nipals", "svd")}
+    _x_projection, _y_projection = "x_rotations_", "y_rotations_"
+    _predicts_through_coef = True
+    _settings = {**_NIPALS_SETTINGS, "algorithm": Options("nipals", "svd")}
 
     def __init__(
         self,
@@ -306,8 +308,22 @@ class PLSCanonical(_NIPALS):
         self.copy = copy
         self.dtype = dtype
 
+    def fit(self, X, y=None):
+        """Fit on X (n_samples, n_features_x) and y = Y (n_samples,) or (n_samples,
+        n_features_y)."""
+        return _fit_nipals(self, X, y, deflation="canonical", algorithm=self.algorithm)
 
-class PLSSVD(_PLSBase):
+    def inverse_transform(self, X, y=None):
+        return _inverse_transform(self, X, y)
+
+    inverse_transform.__doc__ = _inverse_transform.__doc__
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
+        _check_loaded(self)
+
+
+class PLSSVD(_TwoViewTransformer):
     """PLS-SVD: the leading singular vectors of the cross-covariance ``X_s^T Y_s``.
 
     One SVD, no deflation (scikit-learn's ``PLSSVD``); it is CCA's maximum-covariance
@@ -343,7 +359,7 @@ class PLSSVD(_PLSBase):
     (4, 2)
     """
 
-    _x_projection, _y_projection = "x_weights_", "y_weights_"
+    _settings = _SETTINGS
 
     def __init__(self, n_components=2, *, scale=True, copy=True, dtype="float64"):
         self.n_components = n_components
@@ -353,7 +369,7 @@ class PLSSVD(_PLSBase):
 
     def fit(self, X, y=None):
         """Fit on X (n_samples, n_features_x) and y = Y (n_samples, n_features_y)."""
-        X, Y = self._check_fit(X, y)
+        X, Y = _check_fit(self, X, y, regression_bound=False)
         (n, p), q = X.shape, Y.shape[1]
         K = self.n_components_
         with self._precision():
@@ -365,9 +381,13 @@ class PLSSVD(_PLSBase):
                 scale=bool(self.scale),
             )
             fit = jax.tree.map(to_numpy, fit)
-        self._set_means(X, Y, fit)
+        _set_means(self, X, Y, fit)
         # copies, not views of the full solution: fitted arrays own their data
         self.x_weights_ = fit.x_weights[:, :K].copy()
         self.y_weights_ = fit.y_weights[:, :K].copy()
         self.singular_values_ = fit.singular_values[:K].copy()
         return self
+
+    def _validate_loaded(self):
+        """Checks on a model restored by :func:`latentlab.load` (shapes, scales)."""
+        _check_loaded(self)

@@ -64,7 +64,6 @@ from latentlab.estimators._plsa_programs import (
 )
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
-    GenerativeMixin,
     LatentEstimator,
     jax_key,
     to_numpy,
@@ -100,7 +99,6 @@ METHODS = ("em", "map", "svi")
 class PLSA(
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    GenerativeMixin,
     LatentEstimator,
 ):
     """Probabilistic latent semantic analysis (Hofmann 1999), declared once in
@@ -229,6 +227,7 @@ class PLSA(
     _posterior_problem = _posterior_hooks.topic_problem  # for sample_posterior
 
     # A Dirichlet prior below 1 has an unbounded density: neither MAP nor fold-in exists.
+    _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = {
         "n_components": Integer(1, None),
         "method": Options(*METHODS),

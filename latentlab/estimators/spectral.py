@@ -24,7 +24,7 @@ from latentlab.closed_form import neighbors as nb
 from latentlab.closed_form import spectral as cf
 from latentlab.closed_form.eigensolvers import solve_with_fallback
 from latentlab.estimators._dispatch import call, to_device
-from latentlab.estimators._embedding import PairwiseWhenPrecomputed
+from latentlab.estimators._embedding import pairwise_tags
 from latentlab.estimators.base import LatentEstimator, to_numpy
 from latentlab.estimators.isomap import check_n_neighbors
 from latentlab.estimators.kmeans import plusplus_draws
@@ -248,7 +248,7 @@ def _sparse(A):
 
 
 @fill_doc
-class SpectralEmbedding(PairwiseWhenPrecomputed, LatentEstimator):
+class SpectralEmbedding(LatentEstimator):
     """Laplacian eigenmaps (Belkin & Niyogi 2003).
 
     The bottom eigenvectors of the normalized graph Laplacian of an affinity matrix,
@@ -328,7 +328,6 @@ default="auto"
     """
 
     _settings = {"n_components": Integer(), **GRAPH_SETTINGS}
-    _accepts_sparse = True
 
     def __init__(
         self,
@@ -378,9 +377,12 @@ default="auto"
         """Fit and return the embedding (n_samples, n_components)."""
         return self.fit(X).embedding_.copy()
 
+    def __sklearn_tags__(self):
+        return pairwise_tags(super().__sklearn_tags__(), self.affinity, accepts_sparse=True)
+
 
 @fill_doc
-class SpectralClustering(PairwiseWhenPrecomputed, ClusterMixin, LatentEstimator):
+class SpectralClustering(ClusterMixin, LatentEstimator):
     """Spectral clustering (Ng, Jordan & Weiss 2002): k-means on the Laplacian
     eigenmap of an affinity matrix, scikit-learn's conventions (the embedding keeps
     the first eigenvector; ``n_init`` k-means++ restarts keep the lowest inertia).
@@ -457,7 +459,6 @@ default="auto"
     (1, 1, True)
     """
 
-    _accepts_sparse = True
     _settings = {
         "n_clusters": Integer(1, None),
         "n_components": Integer() | None,  # None: n_clusters
@@ -507,6 +508,9 @@ default="auto"
         self.eigen_solver = eigen_solver
         self.random_state = random_state
         self.dtype = dtype
+
+    def __sklearn_tags__(self):
+        return pairwise_tags(super().__sklearn_tags__(), self.affinity, accepts_sparse=True)
 
     def fit(self, X, y=None):
         """Cluster X (n_samples, n_features), or an affinity or distance matrix (dense

@@ -18,9 +18,7 @@ from latentlab._validation import (
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators._gaussian_latent_programs import _padded, _row_posteriors
 from latentlab.estimators.base import (
-    GenerativeMixin,
     LatentEstimator,
-    PosteriorMixin,
     jax_key,
     to_numpy,
     warn_not_converged,
@@ -42,7 +40,6 @@ class SupervisedPCA(
     RegressorMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    PosteriorMixin,
     LatentEstimator,
 ):
     """Supervised PCA (latent factor regression): x and y share a K-dimensional z.
@@ -84,6 +81,7 @@ class SupervisedPCA(
     """
 
     _module = spca
+    _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = {
         **SETTINGS,
         "alpha": Real(0, None, closed="neither", finite=True),
@@ -366,8 +364,6 @@ class SupervisedPCA(
 
     def _n_parameters(self) -> int:
         return spca.n_parameters(self.n_features_in_, self.n_targets_, self.n_components_)
-
-    n_parameters_ = GenerativeMixin.n_parameters_  # its bic and aic take (X, y)
 
     def bic(self, X, y) -> float:
         ll = self.score_samples(X, y)
