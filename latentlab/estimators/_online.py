@@ -1,26 +1,13 @@
-"""Stepwise (online) EM for streams: the statistics behind ``partial_fit`` of PPCA
-and FactorAnalysis (pure functions of the model module, the state and the chunk;
-``GaussianLatentEstimator._stepwise_fit`` drives them), and the chunk checks and
-step sizes GaussianMixture's shares.
+"""Stepwise (online) EM for PPCA and FactorAnalysis streams: the chunk's statistics
+and the M-step that :func:`latentlab.inference.online.stepwise_update` (the one
+stepwise driver, which says how the running average works) mixes and applies for
+``GaussianLatentEstimator._stepwise_fit``; and the chunk checks and pilot moments
+GaussianMixture's stream shares.
 
-Cappe & Moulines (2009) replace EM's sums over all rows by a running average of
-per-chunk expected sufficient statistics,
-
-    s_hat <- (1 - eta_t) s_hat + eta_t s(chunk_t),     eta_t = (t + 2)^(-kappa),
-
-and take the ordinary M-step from ``s_hat`` after every chunk.  For kappa in
-(0.5, 1] the step sizes satisfy sum eta = inf, sum eta^2 < inf, and the iterates
-converge to a stationary point of the expected log-likelihood.  The first chunk has
-eta = 1 (it sets ``s_hat``), so chunk t >= 1 gets (t + 1)^(-kappa); with kappa = 1
-``s_hat`` is the plain average over chunks.
-
-The statistics of a chunk are *averages* over its rows (``s(chunk)`` estimates the
-expectation of one row's statistics), so eta mixes like with like whatever the
-chunk sizes.  They live in fixed coordinates set by the first chunk: centred on its
-observed column means (the pilot mean, DESIGN section 4) and, where the model is
-fitted per-feature standardised (FA, GMM), divided by its column scales; the GMM's
-per-component moments are kept centred about the component means and mixed by Chan
-et al.'s pairwise update, never as raw second moments.
+The statistics of a chunk are averages over its rows in fixed coordinates set by the
+first chunk: centred on its observed column means (the pilot mean, DESIGN section 4)
+and, where the model is fitted per-feature standardised (FA), divided by its column
+scales.
 
 The running state is public (``online_state_``, a dict of arrays) so a saved model
 can go on learning.  The M-step's parameters are kept unrotated there: the
@@ -36,6 +23,7 @@ import jax
 import numpy as np
 
 from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
+from latentlab.inference.online import stepwise_update
 from latentlab.inference.sharding import shard_rows
 from latentlab.models.gaussian_latent import (
     CompleteSummary,
@@ -46,35 +34,16 @@ from latentlab.models.gaussian_latent import (
 
 __all__ = [
     "check_chunk",
-    "check_learning_decay",
     "online_params",
     "online_start",
     "online_step",
     "online_unrotated",
     "pilot_coordinates",
     "pilot_moments",
-    "step_size",
 ]
 
 # Rows of the per-row E-step (rows with missing entries) per compiled call.
 ONLINE_ROWS = 256
-
-
-def check_learning_decay(value) -> float:
-    """``learning_decay`` (kappa) as a float in (0.5, 1], else a ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"learning_decay must be a number in (0.5, 1], got {value!r}")
-    if not 0.5 < float(value) <= 1.0:
-        raise ValueError(
-            f"learning_decay must be in (0.5, 1] (Cappe & Moulines' kappa), got {value!r}"
-        )
-    return float(value)
-
-
-def step_size(step: int, learning_decay: float) -> float:
-    """eta for the chunk with 0-based index ``step``: 1 for the first, then
-    (t + 2)^(-kappa) for the t-th update after it (t = step - 1)."""
-    return float((step + 1.0) ** (-learning_decay))
 
 
 def check_chunk(est, X, *, first: bool, min_samples: int):
@@ -98,10 +67,6 @@ def pilot_moments(X, observed):
     shift = np.where(observed, X, 0.0).sum(axis=0) / count
     centred = np.where(observed, X - shift, 0.0)
     return shift, (centred**2).sum(axis=0) / count
-
-
-def _mix(old, new, eta):
-    return jax.tree.map(lambda a, b: (1.0 - eta) * np.asarray(a) + eta * np.asarray(b), old, new)
 
 
 # ----------------------------------------------------------------------------- Gaussian latent
@@ -187,23 +152,30 @@ def online_params(module, state, dtype):
     return params, hyper
 
 
-def online_step(module, state, params, hyper, X, observed, eta, dtype, *, first, mesh=None):
-    """One stepwise-EM update with the chunk ``X`` (NaN where ``observed`` is False):
-    the chunk's average statistics under ``params`` mixed into the state's with
-    weight ``eta`` (the first chunk sets them), then the M-step.  Returns the new
-    state, the new parameters (NumPy float64, unrotated, in the state's units) and
-    the chunk's summed log-likelihood under ``params`` in the data's units."""
+def online_step(module, state, params, hyper, X, observed, step, decay, dtype, *, first, mesh=None):
+    """One stepwise-EM update with the chunk ``X`` (NaN where ``observed`` is False),
+    the ``step``-th of its stream (:func:`~latentlab.inference.online.stepwise_update`
+    with the regression statistics mixed linearly).  Returns the new state, the new
+    parameters (NumPy float64, unrotated, in the state's units) and the chunk's
+    summed log-likelihood under ``params`` in the data's units."""
     Z = np.where(observed, (X - state["shift"]) / state["unit"], 0.0)
-    stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh)
-    # log p(x) = log p(z) - sum over observed entries of log unit_j
-    loglik -= float(observed.sum(axis=0) @ np.log(state["unit"]))
-    if not first:
-        old = RegressionStats(*(state[f"stats_{f}"] for f in RegressionStats._fields))
-        stats = _mix(old, stats, eta)
+
+    def chunk_statistics(params):
+        stats, loglik = _latent_chunk_stats(module, params, hyper, Z, observed, dtype, mesh)
+        # log p(x) = log p(z) - sum over observed entries of log unit_j
+        return stats, loglik - float(observed.sum(axis=0) @ np.log(state["unit"]))
+
+    def m_step(stats, params):
+        stats_in = jax.tree.map(lambda a: np.asarray(a, dtype), stats)
+        return jax.tree.map(
+            lambda a: np.asarray(a, np.float64), _latent_m_step(module, stats_in, params, hyper)
+        )
+
+    running = (
+        None if first else RegressionStats(*(state[f"stats_{f}"] for f in RegressionStats._fields))
+    )
+    stats, params, loglik = stepwise_update(chunk_statistics, m_step, running, params, step, decay)
     stats = RegressionStats(*(np.asarray(a, np.float64) for a in stats))
-    stats_in = jax.tree.map(lambda a: a.astype(dtype), stats)
-    params = _latent_m_step(module, stats_in, params, hyper)
-    params = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
     state = {
         **{k: state[k] for k in ("shift", "unit", "variance_floor")},
         **{f"stats_{f}": getattr(stats, f) for f in RegressionStats._fields},

@@ -6,7 +6,7 @@ statistics are the expected topic-word counts ``n_kw``, a sum over documents.  E
 document's proportions ``theta_d`` are its own, so a chunk's documents are *folded
 in* (``theta`` maximised with the topics fixed, as ``transform`` does) and then
 forgotten.  Cappe & Moulines' (2009) stepwise EM then runs on ``n_kw``, as
-:mod:`latentlab.estimators._online` does for PPCA and the GMM:
+:func:`latentlab.inference.online.stepwise_update` does for every model:
 
     s_hat <- (1 - eta_t) s_hat + eta_t n_kw(chunk_t) / n_docs(chunk_t),
     eta_t = (t + 1)^(-kappa)   (eta_0 = 1),
@@ -33,7 +33,6 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from latentlab.estimators._online import step_size
 from latentlab.estimators._plsa_fold_in import known_words
 from latentlab.estimators._plsa_programs import (
     _corpus,
@@ -45,7 +44,7 @@ from latentlab.estimators._plsa_programs import (
 from latentlab.models import plsa
 from latentlab.models._plsa_algebra import update_phi
 
-__all__ = ["chunk_statistics", "running_statistics", "update_topics"]
+__all__ = ["chunk_statistics", "update_topics"]
 
 
 @jax.jit
@@ -95,15 +94,6 @@ def chunk_statistics(csr, phi, hyper: plsa.Hyper, *, tempered: bool):
         word_counts[:, new] += theta.T @ csr[:, new].toarray()
     doc_loglik = np.where(impossible, -np.inf, np.asarray(doc_loglik[:n], np.float64))
     return theta, doc_loglik, word_counts
-
-
-def running_statistics(previous, chunk_stats, step: int, decay: float) -> np.ndarray:
-    """Cappe & Moulines' stepwise average: the chunk's per-document statistics mixed
-    into ``previous`` (None: the stream's first chunk) with weight eta_step."""
-    if previous is None:
-        return chunk_stats
-    eta = step_size(step, decay)
-    return (1.0 - eta) * np.asarray(previous, np.float64) + eta * chunk_stats
 
 
 def update_topics(word_stats, n_seen: int, phi, hyper: plsa.Hyper) -> np.ndarray:

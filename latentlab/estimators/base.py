@@ -151,6 +151,18 @@ class LatentEstimator(BaseEstimator):
         for stream_state in ("online_state_", "n_samples_seen_"):  # a fit ends a stream
             self.__dict__.pop(stream_state, None)
 
+    def _end_chunk(self, first: bool, n_rows: int, loglik: float):
+        """The end of one ``partial_fit`` step: count the chunk's ``n_rows`` rows in
+        ``n_samples_seen_`` and the step in ``n_iter_``, and append ``loglik`` (the
+        chunk's mean log-likelihood per row under the parameters before its update:
+        the stream's own held-out trace) to ``log_likelihoods_``.  Online EM has no
+        convergence test, so ``converged_`` is False."""
+        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + int(n_rows)
+        self.n_iter_ = (0 if first else self.n_iter_) + 1
+        previous = np.zeros(0) if first else self.log_likelihoods_
+        self.log_likelihoods_ = np.append(previous, loglik)
+        self.converged_ = False
+
     @contextmanager
     def _precision(self):
         """Context in which JAX computes in ``self.dtype`` (float64 unless asked otherwise).

@@ -62,13 +62,11 @@ from latentlab.estimators._gaussian_latent_programs import (
 )
 from latentlab.estimators._online import (
     check_chunk,
-    check_learning_decay,
     online_params,
     online_start,
     online_step,
     online_unrotated,
     pilot_coordinates,
-    step_size,
 )
 from latentlab.estimators._rows import ROWS_PER_CALL
 from latentlab.estimators.base import (
@@ -80,6 +78,7 @@ from latentlab.estimators.base import (
 )
 from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.em import EMModel, fit_em
+from latentlab.inference.online import check_learning_decay
 from latentlab.inference.sharding import row_mesh, shard_fields
 from latentlab.models import gaussian_latent
 from latentlab.models.gaussian_latent import (
@@ -618,7 +617,8 @@ class GaussianLatentEstimator(
                 hyper,
                 X,
                 observed,
-                step_size(step, decay),
+                step,
+                decay,
                 dtype,
                 first=first,
                 mesh=mesh,
@@ -628,13 +628,7 @@ class GaussianLatentEstimator(
         self.online_state_ = state
         self.n_components_ = K
         self.params_ = self._finish(online_unrotated(module, state, params), hyper, state["unit"])
-        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + int(n_rows)
-        self.n_iter_ = (0 if first else self.n_iter_) + 1
-        # each chunk's mean log-likelihood under the parameters before its update
-        # (prequential; in the data's units): the stream's own held-out trace
-        previous = np.zeros(0) if first else self.log_likelihoods_
-        self.log_likelihoods_ = np.append(previous, loglik / n_rows)
-        self.converged_ = False  # online EM has no convergence test
+        self._end_chunk(first, n_rows, loglik / n_rows)  # in the data's units
         return self
 
     def __sklearn_tags__(self):

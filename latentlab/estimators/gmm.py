@@ -98,12 +98,7 @@ from latentlab.estimators._gmm_starts import (
     variance_floor,
     warm_init,
 )
-from latentlab.estimators._online import (
-    check_chunk,
-    check_learning_decay,
-    pilot_moments,
-    step_size,
-)
+from latentlab.estimators._online import check_chunk, pilot_moments
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
     LatentEstimator,
@@ -112,6 +107,7 @@ from latentlab.estimators.base import (
 )
 from latentlab.inference.chunked import RowChunks, is_dask, register, row_source
 from latentlab.inference.em import fit_em
+from latentlab.inference.online import check_learning_decay, stepwise_update
 from latentlab.inference.sharding import row_mesh, shard_fields
 from latentlab.models import gmm
 
@@ -856,23 +852,29 @@ class GaussianMixture(LatentEstimator):
             # rows per compiled call: the first chunk's bucket, so equal chunks share one
             bucket_rows = int(state["rows_per_call"])
             rows = (min(bucket_rows, CHUNK), min(bucket_rows, MISSING_CHUNK[ctype]))
-            count, sum_dx, sum_dxx, loglik = mixture_rows(
-                X,
-                params=params,
-                shift=state["shift"],
-                unit=state["unit"],
-                covariance_type=ctype,
-                dtype=dtype,
-                rows_per_call=rows,
-                mesh=row_mesh(self.devices),
+
+            def chunk_statistics(params):
+                count, sum_dx, sum_dxx, loglik = mixture_rows(
+                    X,
+                    params=params,
+                    shift=state["shift"],
+                    unit=state["unit"],
+                    covariance_type=ctype,
+                    dtype=dtype,
+                    rows_per_call=rows,
+                    mesh=row_mesh(self.devices),
+                )
+                means = np.asarray(params.means, np.float64)
+                moments = centred_moments(count, sum_dx, sum_dxx, means, X.shape[0], ctype)
+                return moments, loglik
+
+            def m_step(moments, params):
+                return online_m_step(moments, params, state["reg_covar"], ctype, dtype)
+
+            running = None if first else tuple(state[k] for k in ("mass", "mean", "scatter"))
+            moments, params, loglik = stepwise_update(
+                chunk_statistics, m_step, running, params, step, decay, mix=mix_moments
             )
-            moments = centred_moments(
-                count, sum_dx, sum_dxx, np.asarray(params.means, np.float64), X.shape[0], ctype
-            )
-            if not first:
-                old = tuple(state[k] for k in ("mass", "mean", "scatter"))
-                moments = mix_moments(old, moments, step_size(step, decay))
-            params = online_m_step(moments, params, state["reg_covar"], ctype, dtype)
         # log p(x) = log p(z) - sum over observed entries of log unit_j
         loglik = float(loglik) - float(observed.sum(axis=0) @ np.log(state["unit"]))
         mass, mean, scatter = moments
@@ -891,14 +893,9 @@ class GaussianMixture(LatentEstimator):
             "scale": gmm.rescale(params.scale, unit, ctype),
         }
         self.n_components_ = K
-        self.n_samples_seen_ = (0 if first else self.n_samples_seen_) + X.shape[0]
-        self.n_iter_ = (0 if first else self.n_iter_) + 1
-        previous = np.zeros(0) if first else self.log_likelihoods_
-        # each chunk's mean log-likelihood under the parameters before its update
-        self.log_likelihoods_ = np.append(previous, loglik / X.shape[0])
+        self._end_chunk(first, X.shape[0], loglik / X.shape[0])
         self.lower_bounds_ = self.log_likelihoods_
         self.lower_bound_ = float(self.log_likelihoods_[-1])
-        self.converged_ = False  # online EM has no convergence test
         return self
 
     def fit_predict(self, X, y=None):

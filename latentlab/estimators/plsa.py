@@ -42,7 +42,6 @@ from latentlab._settings import (
 )
 from latentlab._validation import check_data, check_positive_int
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._online import check_learning_decay
 from latentlab.estimators._plsa_fitting import draw_starts, fit_em_program, fit_gradient
 from latentlab.estimators._plsa_fold_in import (
     completion_scores,
@@ -52,7 +51,6 @@ from latentlab.estimators._plsa_fold_in import (
 )
 from latentlab.estimators._plsa_online import (
     chunk_statistics,
-    running_statistics,
     update_topics,
 )
 from latentlab.estimators._plsa_programs import (
@@ -70,6 +68,7 @@ from latentlab.estimators.base import (
     warn_not_converged,
 )
 from latentlab.inference.chunked import is_dask, row_source
+from latentlab.inference.online import check_learning_decay, stepwise_update
 from latentlab.models import plsa
 
 __all__ = ["PLSA"]
@@ -572,24 +571,30 @@ class PLSA(
             previous = state["word_stats"]
         n_docs = csr.shape[0]
         tempered = self.tempering != 1
+        seen += n_docs
+        folded = {}  # the chunk's documents' theta, for params_
+
+        def statistics_of(phi):
+            theta, doc_loglik, word_counts = chunk_statistics(csr, phi, hyper, tempered=tempered)
+            folded["theta"] = theta
+            return word_counts / n_docs, doc_loglik
+
+        def m_step(word_stats, phi):
+            return update_topics(word_stats, seen, phi, hyper)
+
         with self._precision():
             dtype = jax.dtypes.canonicalize_dtype(np.float64)
             hyper = self._hyper(dtype, K)
-            theta, doc_loglik, word_counts = chunk_statistics(csr, phi, hyper, tempered=tempered)
-        stats = running_statistics(previous, word_counts / n_docs, step, decay)
-        seen += n_docs
-        with self._precision():
-            phi = update_topics(stats, seen, phi, self._hyper(dtype, K))
+            stats, phi, doc_loglik = stepwise_update(
+                statistics_of, m_step, previous, phi, step, decay
+            )
+        theta = folded["theta"]
         self.online_state_ = {"word_stats": stats, "phi": phi}
         self.params_ = {"theta": theta, "phi": phi.copy()}
         self.n_components_ = K
         self.doc_lengths_ = np.asarray(csr.sum(axis=1), np.float64).ravel()
-        self.n_samples_seen_ = seen
-        self.n_iter_ = step + 1
         loglik = float(np.sum(doc_loglik + plsa.log_coefficients(csr))) / n_docs
-        before = np.zeros(0) if first else self.log_likelihoods_
-        self.log_likelihoods_ = np.append(before, loglik)
-        self.converged_ = False  # online EM has no convergence test
+        self._end_chunk(first, n_docs, loglik)
         return self
 
     # -- fold-in ------------------------------------------------------------------------
