@@ -82,7 +82,9 @@ def main():
         for linkage in ("ward", "complete", "average", "single"):
             bench(
                 f"Agglomerative n={args.n_agglo} {linkage}",
-                lambda m=linkage: latentlab.AgglomerativeClustering(8, linkage=m).fit(X),
+                lambda m=linkage: latentlab.AgglomerativeClustering(
+                    8, linkage=m, compute_distances=True
+                ).fit(X),
                 lambda m=linkage: cluster.AgglomerativeClustering(
                     8, linkage=m, compute_distances=True
                 ).fit(X),

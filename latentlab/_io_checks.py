@@ -490,7 +490,11 @@ FITTED_STATE: dict[str, dict[str, Field] | Callable[[Any], dict[str, Field]]] = 
         "n_connected_components_": _field("", "count"),
         "labels_": _field("n", "index"),
         "children_": _field(("m", 2), "index"),
-        "distances_": _field("m", "nonneg_real"),
+        "distances_": _field(
+            "m",
+            "nonneg_real",
+            when=lambda est: est.compute_distances or est.distance_threshold is not None,
+        ),
     },
     "Autoencoder": _autoencoder_state,
     "VariationalAutoencoder": _vae_state,

@@ -59,7 +59,7 @@ def test_single_linkage_mst_equals_scipy_bit_for_bit_with_ties():
 @pytest.mark.parametrize("method", LINKAGES)
 def test_labels_tree_and_heights_equal_sklearn(method):
     ref = cluster.AgglomerativeClustering(4, linkage=method, compute_distances=True).fit(X)
-    got = latentlab.AgglomerativeClustering(4, linkage=method).fit(X)
+    got = latentlab.AgglomerativeClustering(4, linkage=method, compute_distances=True).fit(X)
     assert _same_partition(got.labels_, ref.labels_)
     # scikit-learn orders the two children of its single-linkage merges differently
     np.testing.assert_array_equal(np.sort(got.children_, axis=1), np.sort(ref.children_, axis=1))
@@ -85,8 +85,8 @@ def test_distance_threshold_cuts_where_sklearn_does(method):
     "params, data, match",
     [
         (dict(n_clusters=11), X[:10], "n_clusters=11 exceeds n_samples=10"),
-        (dict(n_clusters=2, distance_threshold=1.0), X, "exactly one"),
-        (dict(n_clusters=None), X, "exactly one"),
+        (dict(n_clusters=2, distance_threshold=1.0), X, "Exactly one"),
+        (dict(n_clusters=None), X, "Exactly one"),
         (dict(n_clusters=0), X, "n_clusters"),
         (dict(n_clusters=None, distance_threshold=-1.0), X, "distance_threshold"),
         (dict(linkage="centroid"), X, "Unknown linkage"),
@@ -97,6 +97,19 @@ def test_distance_threshold_cuts_where_sklearn_does(method):
 def test_bad_input_raises_value_error_naming_the_problem(params, data, match):
     with pytest.raises(ValueError, match=match):
         latentlab.AgglomerativeClustering(**params).fit(data)
+
+
+def test_distances_only_when_asked_as_sklearn():
+    # scikit-learn stores the merge heights only with compute_distances=True or a
+    # distance_threshold; a refit without them drops an earlier fit's
+    model = latentlab.AgglomerativeClustering(3)
+    assert not hasattr(model.fit(X), "distances_")
+    assert not hasattr(cluster.AgglomerativeClustering(3).fit(X), "distances_")
+    model.set_params(compute_distances=True).fit(X)
+    assert model.distances_.shape == (len(X) - 1,)
+    assert not hasattr(model.set_params(compute_distances=False).fit(X), "distances_")
+    with pytest.raises(ValueError, match="compute_distances=True"):
+        latentlab.plots.dendrogram(model)
 
 
 def test_dendrogram_draws_the_fitted_tree():
@@ -134,7 +147,9 @@ def test_other_metrics_equal_scipy_and_sklearn(linkage, metric):
     X = np.random.RandomState(0).rand(60, 4)
     data = pairwise_distances(X, metric="chebyshev") if metric == "precomputed" else X
     D = data if metric == "precomputed" else pairwise_distances(X, metric=metric)
-    got = latentlab.AgglomerativeClustering(4, metric=metric, linkage=linkage).fit(data)
+    got = latentlab.AgglomerativeClustering(
+        4, metric=metric, linkage=linkage, compute_distances=True
+    ).fit(data)
     # SciPy's hierarchy of the same dissimilarities: the same merge heights
     Z = hierarchy.linkage(squareform(0.5 * (D + D.T), checks=False), method=linkage)
     np.testing.assert_allclose(got.distances_, Z[:, 2], rtol=1e-12, atol=1e-15)
@@ -174,7 +189,9 @@ def test_connectivity_tree_equals_sklearn_on_a_swiss_roll(linkage):
     ref = cluster.AgglomerativeClustering(
         6, linkage=linkage, connectivity=ROLL_GRAPH, compute_distances=True
     ).fit(ROLL)
-    got = latentlab.AgglomerativeClustering(6, linkage=linkage, connectivity=ROLL_GRAPH).fit(ROLL)
+    got = latentlab.AgglomerativeClustering(
+        6, linkage=linkage, connectivity=ROLL_GRAPH, compute_distances=True
+    ).fit(ROLL)
     np.testing.assert_array_equal(
         got.children_, _children_as_sklearn_orders(ref.children_, linkage)
     )
@@ -194,7 +211,9 @@ def test_connectivity_on_iris_completes_its_two_components_as_sklearn(linkage):
     # tied pairs may differ, but not the heights or the 3-cluster partition
     graph = kneighbors_graph(IRIS, 10, include_self=False)
     with pytest.warns(UserWarning, match="2 connected components. Completing it"):
-        got = latentlab.AgglomerativeClustering(3, linkage=linkage, connectivity=graph).fit(IRIS)
+        got = latentlab.AgglomerativeClustering(
+            3, linkage=linkage, connectivity=graph, compute_distances=True
+        ).fit(IRIS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         ref = cluster.AgglomerativeClustering(
@@ -213,12 +232,14 @@ def test_path_graph_tree_by_hand():
     expected_children = [[1, 2], [0, 4], [3, 5]]
     # single, complete and average read the edges 0-1 (10) and 2-3 (11) after 1-2
     for linkage in ("single", "complete", "average"):
-        got = latentlab.AgglomerativeClustering(1, linkage=linkage, connectivity=path).fit(x)
+        got = latentlab.AgglomerativeClustering(
+            1, linkage=linkage, connectivity=path, compute_distances=True
+        ).fit(x)
         np.testing.assert_array_equal(got.children_, expected_children)
         np.testing.assert_allclose(got.distances_, [9.0, 10.0, 11.0], rtol=1e-15)
     # ward: sqrt(2 n_a n_b / (n_a + n_b)) |mean_a - mean_b|; {0} joins {10, 1} *below*
     # the height of that merge (constrained heights need not increase)
-    ward = latentlab.AgglomerativeClustering(1, connectivity=path).fit(x)
+    ward = latentlab.AgglomerativeClustering(1, connectivity=path, compute_distances=True).fit(x)
     np.testing.assert_array_equal(ward.children_, expected_children)
     heights = [9.0, np.sqrt(4 / 3) * 5.5, np.sqrt(6 / 4) * (12 - 11 / 3)]
     np.testing.assert_allclose(ward.distances_, heights, rtol=1e-14)
@@ -230,7 +251,9 @@ def test_path_graph_tree_by_hand():
 def test_complete_graph_gives_the_unconstrained_tree(linkage):
     # every pair adjacent: the heap finds SciPy's greedy closest-pair tree
     ones = np.ones((len(X), len(X)))
-    got = latentlab.AgglomerativeClustering(4, linkage=linkage, connectivity=ones).fit(X)
+    got = latentlab.AgglomerativeClustering(
+        4, linkage=linkage, connectivity=ones, compute_distances=True
+    ).fit(X)
     Z = hierarchy.linkage(X, method=linkage)
     np.testing.assert_array_equal(got.children_, Z[:, :2].astype(int))
     np.testing.assert_allclose(got.distances_, Z[:, 2], rtol=1e-12)

@@ -3,7 +3,7 @@ SpectralClustering, run against latentlab's classes by the harness in
 ``tests/_sklearn_suites.py`` (its docstring explains the tables)."""
 
 import numpy as np
-from _sklearn_suites import MESSAGE, PRIVATE, Adapt, Suite, suite_tests
+from _sklearn_suites import PRIVATE, Adapt, Suite, suite_tests
 
 import latentlab
 
@@ -19,12 +19,6 @@ SUITES = {
     ),
 }
 
-DISTANCES_ALWAYS_SET = (
-    "asserts that distances_ is absent unless compute_distances=True: latentlab's "
-    "AgglomerativeClustering always sets distances_ (its tree builders compute every merge "
-    "height anyway; compute_distances is accepted and documented as a no-op)"
-)
-
 # (suite key, "test_name", "test_name[param-id]" or a "prefix*") -> why it is not run.
 EXCLUDED: dict[tuple[str, str], str] = {
     # -- KMeans
@@ -38,14 +32,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("kmeans", "test_sample_weight_init"): PRIVATE + " (_init_centroids)",
     ("kmeans", "test_sample_weight_zero"): PRIVATE + " (_init_centroids)",
     # -- AgglomerativeClustering
-    **{
-        ("agglo", f"test_agglomerative_clustering_distances[{linkage}-False-10-None]"): (
-            DISTANCES_ALWAYS_SET
-        )
-        for linkage in ("ward", "complete", "average", "single")
-    },
-    ("agglo", "test_dist_threshold_invalid_parameters"): MESSAGE,
-    ("agglo", "test_invalid_shape_precomputed_dist_matrix"): MESSAGE,
     # -- SpectralClustering
 }
 

@@ -51,7 +51,8 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
     adjacent pair first (:func:`latentlab.closed_form.agglomerative.graph_linkage`,
     a heap over the edges: O(E log E) for E edges, no n x n matrix); scikit-learn's
     tree, merge order and heights.
-    ``distances_`` is always set: the tree builders compute every merge height anyway.
+    As in scikit-learn, ``distances_`` is stored only when asked for
+    (``compute_distances=True``) or when ``distance_threshold`` cuts the tree.
     Like scikit-learn's, it has no out-of-sample ``predict``; see
     :func:`latentlab.plots.dendrogram` to draw the tree.
 
@@ -98,7 +99,9 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
         merges at or above the threshold, and the tree is cut after that many fewer
         merges.)
     compute_distances : bool, default=False
-        Accepted for scikit-learn compatibility: ``distances_`` is always set.
+        Store the merge heights in ``distances_`` (they are always set with
+        ``distance_threshold``).  The tree builders compute them anyway, so this
+        costs no time; it is off by default as in scikit-learn.
 
     Attributes
     ----------
@@ -113,7 +116,8 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
         i.  ``n_merges`` is ``n_samples - 1``, or ``n_samples - n_clusters`` when the
         tree is stopped early (``compute_full_tree``).
     distances_ : ndarray (n_merges,)
-        Merge heights (non-decreasing without ``connectivity``).
+        Merge heights (non-decreasing without ``connectivity``); only with
+        ``compute_distances=True`` or ``distance_threshold``.
     n_features_in_ : int
 
     Examples
@@ -181,8 +185,8 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
         if isinstance(metric, str) and metric == "precomputed":
             if X.shape[0] != X.shape[1]:
                 raise ValueError(
-                    f"metric='precomputed' needs a square (n_samples, n_samples) distance "
-                    f"matrix, got X of shape {X.shape}"
+                    f"Distance matrix should be square, got matrix of shape {X.shape}: "
+                    "metric='precomputed' needs an (n_samples, n_samples) distance matrix"
                 )
             if np.any(X < 0) or not np.allclose(X, X.T) or np.any(np.diag(X) != 0):
                 raise ValueError(
@@ -206,15 +210,15 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
         k, threshold = self.n_clusters, self.distance_threshold
         if (k is None) == (threshold is None):
             raise ValueError(
-                "give exactly one of n_clusters and distance_threshold (set the other "
-                f"to None), got n_clusters={k!r}, distance_threshold={threshold!r}"
+                "Exactly one of n_clusters and distance_threshold has to be set (the "
+                f"other None), got n_clusters={k!r}, distance_threshold={threshold!r}"
             )
         if threshold is not None:
             if isinstance(self.compute_full_tree, (bool, np.bool_)) and not self.compute_full_tree:
                 raise ValueError(
-                    "compute_full_tree=False stops the tree at n_clusters, but "
-                    "distance_threshold needs the full tree: set compute_full_tree to "
-                    "True or 'auto'"
+                    "compute_full_tree must be True if distance_threshold is set (or "
+                    "'auto'): compute_full_tree=False stops the tree at n_clusters, but "
+                    "distance_threshold needs the full tree"
                 )
             return None, float(threshold)
         if k > n_samples:
@@ -244,9 +248,12 @@ class AgglomerativeClustering(ClusterMixin, LatentEstimator):
             n_merges = None if full else n - k
             children, heights = build(X, self.linkage, None, graph, self.metric, n_merges)
         self.children_ = children
-        self.distances_ = heights
+        if self.compute_distances or threshold is not None:
+            self.distances_ = heights
+        else:
+            self.__dict__.pop("distances_", None)  # a refit must not keep an old tree's
         if threshold is not None:
-            k = int(np.count_nonzero(self.distances_ >= threshold)) + 1
+            k = int(np.count_nonzero(heights >= threshold)) + 1
         self.n_clusters_ = k
         self.n_leaves_ = n
         self.n_connected_components_ = n_components

@@ -23,6 +23,11 @@ def dendrogram(model, *, ax=None, **kwargs):
     if not (hasattr(model, "children_") or hasattr(model, "linkage")):
         _refuse("dendrogram", model, "fitted AgglomerativeClustering models")
     check_is_fitted(model, "children_")
+    if not hasattr(model, "distances_"):
+        raise ValueError(
+            "dendrogram needs the merge heights: fit the model with "
+            "compute_distances=True (or a distance_threshold)"
+        )
     children = np.asarray(model.children_)
     n = int(model.n_leaves_)
     size = np.ones(2 * n - 1)
