@@ -143,15 +143,15 @@ def em_loop_timer(X, K: int, iterations: int, theta0, phi0):
     import jax
     import jax.numpy as jnp
 
-    from latentlab.estimators._plsa_programs import _corpus, _pad_topics, _padded_topics
     from latentlab.inference.em import run_em as run
     from latentlab.models import plsa
+    from latentlab.models.plsa_programs import build_corpus, pad_topics, padded_topics
 
     with jax.enable_x64(True):
-        corpus = _corpus(X, jnp.float64)
-        n_pad, n_topics = corpus.doc_mask.shape[0], _padded_topics(corpus, K)
+        corpus = build_corpus(X, jnp.float64)
+        n_pad, n_topics = corpus.doc_mask.shape[0], padded_topics(corpus, K)
         theta = np.vstack([theta0, np.full((n_pad - X.shape[0], K), 1.0 / K)])
-        theta, phi = _pad_topics(theta, phi0, n_topics)
+        theta, phi = pad_topics(theta, phi0, n_topics)
         starts = plsa.Params(jnp.asarray(theta)[None], jnp.asarray(phi)[None])
         mask = (np.arange(n_topics) < K).astype(np.float64)
         values = (jnp.asarray(v, jnp.float64) for v in (1.0, 1.0, 0.0, 1.0))

@@ -5,7 +5,9 @@ apart from :mod:`latentlab.estimators._chunked` because importing anything under
 ``latentlab.estimators`` first imports every estimator (scikit-learn, SciPy, pandas:
 seconds per worker process, and a slower shutdown); here a worker needs only NumPy,
 JAX and the model modules.  The client calls the same functions for memmap, h5py and
-zarr sources, so every route shares one implementation.
+zarr sources, so every route shares one implementation.  The Gaussian latent models'
+E-step over such rows (``gaussian_rows``) is a model module's, and workers import it
+from there: :mod:`latentlab.models._gaussian_latent_chunked`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,8 @@ import numpy as np
 
 from latentlab.inference.chunked import Moments, block_moments
 from latentlab.inference.sharding import shard_rows
-from latentlab.models.gaussian_latent import _chunk_stats
 
-__all__ = ["gaussian_rows", "mixture_rows", "pilot_mean", "summarise_block", "summarise_chunk"]
-
-_chunk_stats_jit = jax.jit(_chunk_stats)
+__all__ = ["mixture_rows", "pilot_mean", "summarise_block", "summarise_chunk"]
 
 
 def summarise_chunk(X, pilot, offset):
@@ -70,35 +69,6 @@ def pilot_mean(first):
 
 def summarise_block(block, pilot, offset):
     return summarise_chunk(np.asarray(block, np.float64), pilot, offset)
-
-
-def gaussian_rows(X, *, W, mu, precision, scale, shift, dtype, rows_per_call, mesh=None):
-    """Regression statistics and log-likelihood of the rows of X (raw, float64) that
-    have missing entries, by the jitted chunk function at ``rows_per_call`` rows
-    (split over ``mesh``'s devices when given)."""
-    mask = ~np.isnan(X)
-    keep = ~mask.all(axis=1)
-    mask = mask[keep].astype(np.float64)
-    Xz = np.where(mask > 0, (X[keep] - shift) / scale, 0.0)
-    K1 = W.shape[1] + 1
-    d = X.shape[1]
-    total = [np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1)), np.zeros(())]
-    with jax.enable_x64(dtype == np.float64), jax.default_matmul_precision("highest"):
-        outputs = []  # dispatched asynchronously, read back (and added in float64) at the end
-        for start in range(0, Xz.shape[0], rows_per_call):
-            rows = np.zeros((rows_per_call, d), dtype)
-            part = np.zeros((rows_per_call, d), dtype)
-            piece = Xz[start : start + rows_per_call]
-            rows[: len(piece)] = piece
-            part[: len(piece)] = mask[start : start + rows_per_call]
-            if mesh is not None:
-                rows, part = shard_rows(rows, mesh), shard_rows(part, mesh)
-            stats, loglik = _chunk_stats_jit(W, mu, precision, rows, part)
-            outputs.append((*stats, loglik))
-        for out in outputs:
-            for i, leaf in enumerate(out):
-                total[i] = total[i] + np.asarray(leaf, np.float64)
-    return tuple(total[:4]), total[4]
 
 
 @partial(jax.jit, static_argnames="covariance_type")

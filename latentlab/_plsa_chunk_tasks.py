@@ -13,7 +13,7 @@ the largest number of nonzeros in a chunk, which fixes the shapes of the jitted 
 functions.  :class:`CountsPass` answers the compiled program's requests
 (:func:`latentlab.inference.chunked.host_sum`): EM's E-step over every chunk, and
 fold-in's E-step over a batch of documents.  The program side is
-:mod:`latentlab.estimators._plsa_chunked`.
+:mod:`latentlab.models.plsa_programs` (its chunked route).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from scipy.special import gammaln
 from latentlab.inference.chunked import RowChunks
 from latentlab.inference.programs import Program
 from latentlab.models import plsa
-from latentlab.models._plsa_fold_in import DocTopics
+from latentlab.models.plsa import DocTopics
 
 __all__ = [
     "CountSummary",
@@ -96,7 +96,7 @@ class CountSummary(NamedTuple):
     log_coefficient: float  # sum_d log N_d! - sum_dw log x_dw!
 
     def tolerance_scale(self) -> float:
-        """``|l_1|`` of :func:`latentlab.estimators._plsa_programs._tolerance_scale`,
+        """``|l_1|`` of :func:`latentlab.models.plsa_programs.tolerance_scale`,
         from the words' totals: ``-sum_w N_w log(N_w / N)``."""
         totals = self.word_totals[self.word_totals > 0]
         return max(float(-np.sum(totals * np.log(totals / totals.sum()))), 1.0)
@@ -175,7 +175,7 @@ class Layout(NamedTuple):
 
 
 def without_words(block: sp.csr_matrix, drop: np.ndarray) -> sp.csr_matrix:
-    """``block`` with the words ``drop`` removed (as ``_plsa_fold_in.known_words``)."""
+    """``block`` with the words ``drop`` removed (as ``models.plsa_programs.known_words``)."""
     block = block.copy()
     block.data[drop[block.indices]] = 0.0
     block.eliminate_zeros()
@@ -217,7 +217,7 @@ _CHUNK_FOLD_IN = Program(_chunk_fold_in, static_argnames=("tempered",))
 
 
 def _chunk_work(shape: Layout, n_topics: int) -> int:
-    """Elements a chunk's E-step touches (as ``_plsa_programs._work``)."""
+    """Elements a chunk's E-step touches (as ``models.plsa_programs._work``)."""
     return (shape.rows * shape.n_words if shape.dense else shape.capacity) * n_topics
 
 

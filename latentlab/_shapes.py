@@ -55,6 +55,7 @@ from latentlab._config import get_config
 
 __all__ = [
     "MAX_WORK_RATIO",
+    "ROWS_PER_CALL",
     "NEGLIGIBLE_EXTRA_WORK",
     "bucket",
     "chunked",
@@ -63,6 +64,7 @@ __all__ = [
     "fold_in_rows",
     "forget_programs",
     "gaussian_latent_columns",
+    "map_row_chunks",
     "map_rows_bucket",
     "mixture_components",
     "pad_rows",
@@ -371,3 +373,35 @@ def topics(n_components: int, per_topic: int) -> int:
         (topic_bucket, ladder),
         family="topics",
     )
+
+
+# ---------------------------------------------------------------- row-wise maps over chunks
+
+ROWS_PER_CALL = 4096  # rows per call of a row-wise map: bounds its intermediates
+
+
+def map_row_chunks(fn, *row_arrays, chunk: int = ROWS_PER_CALL):
+    """``fn(*padded_chunk)`` over row chunks of ``row_arrays``, outputs concatenated
+    and cut back to ``n`` rows; every output of ``fn`` must be row-wise.
+
+    Row counts are padded -- to a :func:`bucket` up to one chunk, and to a whole
+    number of fixed-size chunks beyond -- with zero rows that ``fn`` must ignore (row
+    mask 0, or an all-zero observed mask), so cross-validation folds, single rows and
+    large arrays reuse a handful of compiled programs and no call holds more than one
+    chunk's intermediates.  Returns a tuple of float64 NumPy arrays that own their
+    data (or one array if ``fn`` returns one).
+    """
+    n = row_arrays[0].shape[0]
+    size, count = padded_size(n, chunk)
+    pieces = []
+    for c in range(count):
+        part = [pad_rows(a[c * size : (c + 1) * size], size) for a in row_arrays]
+        out = fn(*part)
+        outputs = out if isinstance(out, tuple) else (out,)
+        pieces.append(tuple(np.array(o, dtype=np.float64, copy=True) for o in outputs))
+    # a copy where padding is cut off: users get arrays that own their data
+    joined = tuple(
+        whole if whole.shape[0] == n else whole[:n].copy()
+        for whole in (np.concatenate(p) for p in zip(*pieces, strict=True))
+    )
+    return joined if len(joined) > 1 else joined[0]

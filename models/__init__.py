@@ -44,12 +44,15 @@ Bishop PRML 12.54 ...); docstrings cite papers and equations, never documents
 outside the repository.
 
 Algebra modules.  ``gaussian_latent.py`` is not a model but the algebra PPCA, factor
-analysis, Bayesian PCA and supervised PCA share: the pieces of their declarations and
-the host-side algebra, with posterior moments, the E-step's row sums and the
-regression M-step in ``_gaussian_latent_moments.py`` and the PCA start, the padding of
-the latent dimension and the data preparation in ``_gaussian_latent_start.py``.  A
-model file stays under ~300 lines; where its algebra would take it past that, the
-algebra moves to a private module named after the model and what it holds
+analysis, Bayesian PCA and supervised PCA share: the pieces of their declarations,
+their padded EM fit and compiled row programs, and the host-side algebra, with
+posterior moments, the E-step's row sums and the regression M-step in
+``_gaussian_latent_moments.py``, the PCA start, the padding of the latent dimension
+and the data preparation in ``_gaussian_latent_start.py``, stepwise (online) EM in
+``_gaussian_latent_online.py`` and the E-step over rows read from an out-of-core or
+Dask source in ``_gaussian_latent_chunked.py``.  A file holds one concept, however
+long; a piece of a model's algebra that is a concept of its own lives in a private
+module named after the model and what it holds
 (``_gmm_covariances.py``: every switch on the covariance type; ``_gmm_observe.py`` and
 ``_gmm_statistics.py``: how the mixture's declaration observes a row, and its
 E-step's data layout and row sums; ``_gmm_starts.py``: its starts from responsibilities,
@@ -58,8 +61,15 @@ the simplex and per-entry algebra pLSA's fit and fold-in share; ``_plsa_fold_in.
 pLSA's fold-in of new documents; ``_plsa_layout.py``: how counts are padded for its
 programs).  A private module never imports its model module
 (only its types, for annotations); the model module imports it and re-exports its
-public names, so estimators and users import ``latentlab.models.<model>`` alone.  A
-file that stays longer says why at its top (``gmm.py``, ``plsa.py``).
+public names, so estimators and users import ``latentlab.models.<model>`` alone.
+Modules that build on a model instead -- its compiled fit and fold-in programs, with
+nothing of an estimator in them -- import the model module and are not imported by it;
+the estimator imports them (pLSA: ``plsa_programs.py``, public, its compiled programs
+and host-side passes -- corpus building, the EM and MAP/SVI fits and their starts,
+fold-in of new documents, document completion, stepwise EM and the chunked route;
+the mixture: ``gmm_programs.py``, public, its EM and MAP/SVI fits, the starts'
+host side, scoring, imputation's conditional mixture, stepwise EM and the chunked
+route).
 
 ``vae.py``, the variational autoencoder, has no EM: after the story come its
 networks, the declaration, the amortised guide and the ELBO that SVI maximises.

@@ -116,7 +116,7 @@ def _scatter_about(X, shift):
     return n * delta, scatter + n * np.outer(delta, delta)
 
 
-def _pad_rows(X, mask, chunk_size):
+def missing_row_blocks(X, mask, chunk_size):
     """The rows with missing entries as (n_chunks, rows per chunk, d) blocks; no rows
     give no chunks (complete data skip the per-row E-step altogether)."""
     if X.shape[0] == 0:
@@ -152,7 +152,7 @@ def summarise(X, shift, mask=None, chunk_size: int = 1024, dtype=None):
         X_inc, m_inc = Xz[~complete], mask[~complete].astype(float)
         count, col_sum, col_sq = mask.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0)
     column_variance = np.maximum(col_sq / count - (col_sum / count) ** 2, 0.0)
-    X_inc, m_inc = _pad_rows(X_inc, m_inc, chunk_size)
+    X_inc, m_inc = missing_row_blocks(X_inc, m_inc, chunk_size)
     # NumPy arrays in JAX's working precision: handed to a compiled program as they
     # are (jnp.asarray would compile a small staging program per shape)
     dtype = jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype)

@@ -4,7 +4,8 @@ Every switch on ``covariance_type`` lives here: the shapes of the ``scale`` site
 prior, the component covariances and densities, each component's conditional given a
 row's observed coordinates, the floored M-step covariance, and -- in NumPy, on the
 host -- the quantities estimators report (covariances, precisions and their Cholesky
-factors as scikit-learn shapes them, rescaling, conditional draws).
+factors as scikit-learn shapes them, rescaling, conditional draws, where a covariance
+reached its floor).
 
 Covariances are kept as Cholesky factors (the ``scale`` site / ``Params.scale``):
 
@@ -426,3 +427,23 @@ def draw_samples(rng, weights, means, scale, covariance_type: str, n_samples: in
     else:
         noise = scale[labels][:, None] * eps
     return means[labels] + noise, labels.astype(np.int64)
+
+
+def features_at_floor(scale, floor, covariance_type):
+    """(K, d) bool (tied: (1, d)): where a component's covariance reached the floor
+    G = diag(``floor``) -- for full/tied, an eigenvector of G^{-1/2} Sigma G^{-1/2}
+    with eigenvalue at 1 (the floor), attributed to the features that carry at
+    least half as much of it as the largest; for diag, the variances; for
+    spherical, every feature."""
+    if covariance_type in ("full", "tied"):
+        relative = scale / np.sqrt(floor)[:, None]
+        values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
+        floored = values <= 1.01  # (..., d) directions
+        weight = vectors**2  # (..., feature, direction)
+        heavy = weight >= 0.5 * weight.max(axis=-2, keepdims=True)
+        at_floor = np.any(heavy & floored[..., None, :], axis=-1)
+        return at_floor.reshape(-1, len(floor))
+    if covariance_type == "diag":
+        return scale**2 / floor <= 1.01
+    spherical = scale**2 / np.max(floor) <= 1.01  # (K,)
+    return np.repeat(spherical[:, None], len(floor), axis=1)

@@ -51,6 +51,8 @@ __all__ = [
     "scale_data",
     "observed_counts",
     "n_parameters",
+    "ledermann_bound",
+    "log_jacobian",
 ]
 
 
@@ -211,3 +213,24 @@ def n_parameters(n_features: int, n_components: int) -> int:
     Gaussian's d + d(d+1)/2 (past the Ledermann bound FA is the full covariance)."""
     d, K = n_features, n_components
     return min(d * K + 2 * d - K * (K - 1) // 2, d + d * (d + 1) // 2)
+
+
+def ledermann_bound(n_features: int) -> int:
+    """The largest number of factors K whose model has non-negative degrees of freedom
+    ((d - K)^2 - (d + K)) / 2, the moments of the covariance (d(d+1)/2) minus the
+    parameters up to rotation (dK + d - K(K-1)/2) (Ledermann 1937).
+
+    Past it FA has more parameters than the covariance has entries: the loadings are
+    not identified, and EM typically ends at a Heywood case (wine, d = 13, K = 13:
+    four noise variances at their floor).  d = 13 gives 8; d = 2 gives 0 (for two
+    variables only the diagonal model, K = 0).
+    """
+    d = n_features
+    return next(K for K in range(d, -1, -1) if (d - K) ** 2 >= d + K)
+
+
+def log_jacobian(counts, scale):
+    """log p(X / scale) - log p(X) for data with ``counts[j]`` observed entries in
+    feature j: sum_j counts_j log scale_j (per entry, log N(s x | s m, s^2 v) =
+    log N(x | m, v) - log s)."""
+    return float(np.sum(np.asarray(counts, np.float64) * np.log(scale)))

@@ -11,12 +11,19 @@ eq. 3-4); the posterior of z given the observed coordinates O of a row is Gaussi
 with precision ``M = I + W_O^T Psi_O^{-1} W_O`` and mean
 ``M^{-1} W_O^T Psi_O^{-1} (x_O - mu_O)`` (PRML 12.42).
 
-The algebra is in two private modules, re-exported here so that models and
+The algebra is in four private modules, re-exported here so that models and
 estimators import ``latentlab.models.gaussian_latent`` alone:
 :mod:`~latentlab.models._gaussian_latent_moments` (posterior moments, the E-step's
-row sums, the regression M-step) and :mod:`~latentlab.models._gaussian_latent_start`
-(the PCA start, padding of the latent dimension, data preparation).  This module
-holds the pieces of the declarations and the host-side algebra estimators report.
+row sums, the regression M-step), :mod:`~latentlab.models._gaussian_latent_start`
+(the PCA start, padding of the latent dimension, data preparation),
+:mod:`~latentlab.models._gaussian_latent_online` (stepwise EM for streams) and
+:mod:`~latentlab.models._gaussian_latent_chunked` (the E-step over rows read from an
+out-of-core or Dask source).  This
+module holds the pieces of the declarations, the fit's starts and its padded EM
+(:func:`fit_padded_em`), the compiled row programs, and the host-side algebra
+estimators report (covariances, rotation, imputation draws).  It is longer than a
+model file: it is the one algebra four models share, and what would split off (the
+fit) is written in terms of the declarations' pieces and starts here.
 """
 
 from __future__ import annotations
@@ -29,16 +36,18 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from latentlab.inference.em import EMModel
+from latentlab._shapes import gaussian_latent_columns, signature
+from latentlab.closed_form.rotation import rotate
+from latentlab.inference.em import EMModel, fit_em
 from latentlab.inference.posterior.spec import Site
 from latentlab.inference.quasi_newton import BoxCoordinates
+from latentlab.models._gaussian_latent_chunked import GaussianRowsPass, gaussian_rows
 from latentlab.models._gaussian_latent_moments import (
     LOG_2PI,
     CompleteSummary,
     GaussianData,
     OutOfCoreRows,
     RegressionStats,
-    _chunk_stats,  # noqa: F401 (the chunked route's: latentlab.estimators._chunked)
     complete_posterior_operator,
     conditional_missing,
     expected_stats,
@@ -46,11 +55,20 @@ from latentlab.models._gaussian_latent_moments import (
     row_posteriors,
     solve_regression,
 )
+from latentlab.models._gaussian_latent_online import (
+    online_params,
+    online_start,
+    online_step,
+    online_unrotated,
+    pilot_coordinates,
+    pilot_moments,
+)
 from latentlab.models._gaussian_latent_start import (
     PCAStart,
     column_normals,
     global_scale,
     mean_imputed_pca,
+    missing_row_blocks,
     pca_solution,
     summarise,
 )
@@ -72,8 +90,17 @@ __all__ = [
     "column_normals",
     "global_scale",
     "mean_imputed_pca",
+    "missing_row_blocks",
     "pca_solution",
     "summarise",
+    "GaussianRowsPass",
+    "gaussian_rows",
+    "online_params",
+    "online_start",
+    "online_step",
+    "online_unrotated",
+    "pilot_coordinates",
+    "pilot_moments",
     # the declarations' pieces
     "UNIT_DENSITY_VARIANCE",
     "detect_missing",
@@ -84,14 +111,25 @@ __all__ = [
     # the fit's starts, and the quasi-Newton phase's coordinates
     "em_model",
     "em_starts",
+    "with_active_columns",
+    "fit_padded_em",
+    "em_from_starts",
+    "drop_padding",
+    "em_output",
+    "row_posteriors_program",
+    "conditional_missing_program",
     "free_loadings",
     "variance_coordinates",
     # host algebra
     "marginal_covariance",
     "marginal_precision",
     "draw_rows",
+    "draw_imputations",
+    "mixture_form",
+    "central_quantile",
     "orient_columns",
     "canonical_loadings",
+    "rotated_loadings",
     "FACTOR_SCORE_METHODS",
     "factor_scores",
 ]
@@ -222,6 +260,96 @@ def em_starts(inputs, data: GaussianData, hyper, *, module, n_columns, n_init, p
     return jax.tree.map(lambda *batches: jnp.concatenate(batches), *starts)
 
 
+# ----------------------------------------------------------------------------- fit
+
+
+def with_active_columns(hyper, active):
+    """``hyper`` for loadings with the columns ``active`` (a 0/1 vector) of the model
+    and the rest padding: models whose prior sees the columns (a ``columns`` field,
+    Bayesian PCA's ARD prior) get them; the others' hyperparameters are unchanged."""
+    return hyper._replace(columns=active) if "columns" in hyper._fields else hyper
+
+
+def fit_padded_em(
+    module, data, n, K, column_variance, hyper, *, n_init, max_iter, tol, verbose, seed, pca_start
+):
+    """EM with the loadings padded to a bucket of columns (``n_init`` starts, the first
+    the PCA solution where ``pca_start``, the others drawn from ``seed``); returns
+    ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
+    dtype = data.X.dtype
+    d = data.X.shape[-1]
+    n_missing = data.X.shape[0] * data.X.shape[1]
+    if data.rows is not None:  # rows with missing entries outside the program
+        n_missing += int(data.rows.n_rows)
+    # (at least one column: K = 0 is a model whose loadings are all padding)
+    key = signature(
+        data,
+        module=module.__name__,
+        n_init=int(n_init),
+        max_iter=int(max_iter),
+        verbose=int(verbose),
+        pca_start=pca_start,
+    )
+    n_columns = gaussian_latent_columns(K, d, n_missing, key=key)
+    active = np.arange(n_columns) < K
+    hyper = with_active_columns(hyper, active.astype(dtype))
+    model = em_model(module, n_columns=n_columns, n_init=int(n_init), pca_start=pca_start)
+    start_inputs = (
+        np.asarray(n, dtype),
+        np.asarray(K, np.int32),
+        np.asarray(seed, np.uint32),
+        np.asarray(column_variance, dtype),
+    )
+    best = fit_em(
+        model,
+        start_inputs,
+        data,
+        hyper,
+        np.asarray(n, dtype),
+        np.asarray(tol, dtype),
+        max_iter=int(max_iter),
+        verbose=int(verbose),
+    )
+    return em_output(best.params, best.trace, best.n_iter, best.converged)
+
+
+def em_from_starts(module, starts, data, n, hyper, *, tol, max_iter, verbose):
+    """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
+    dtype = data.X.dtype
+    result = fit_em(
+        EMModel(module.e_step, module.m_step),
+        starts,
+        data,
+        hyper,
+        np.asarray(n, dtype),
+        np.asarray(tol, dtype),
+        max_iter=int(max_iter),
+        verbose=int(verbose),
+    )
+    return em_output(result.params, result.trace, result.n_iter, result.converged)
+
+
+def drop_padding(params, K):
+    """The model's K columns of padded parameters: ``W`` (d, K) and any per-column
+    vector (Bayesian PCA's ``alpha``)."""
+    cut = {"W": lambda W: W[:, :K], "alpha": lambda alpha: alpha[:K]}
+    fields = [name for name in cut if name in params._fields]
+    return params._replace(**{name: cut[name](getattr(params, name)) for name in fields})
+
+
+def em_output(params, trace, n_iter, converged):
+    """An EM result on the host: NumPy parameters and the filled part of the trace."""
+    n_iter = int(n_iter)
+    params = jax.tree.map(np.asarray, params)
+    return params, np.asarray(trace)[:n_iter], n_iter, bool(converged)
+
+
+# The compiled row programs of the fitted model (scoring, the posterior of z,
+# imputation), mapped over bucketed row chunks by the estimators.
+row_posteriors_program = jax.jit(row_posteriors)
+conditional_missing_program = jax.jit(conditional_missing)
+
+
 # ----------------------------------------------------------------------------- coordinates
 #
 # The quasi-Newton phase of an EM fit (latentlab.inference.quasi_newton) moves in a
@@ -301,6 +429,29 @@ def draw_rows(z_mean, z_cov, W, mu, noise_variance, rng) -> np.ndarray:
     return z @ np.asarray(W).T + mu + np.sqrt(noise_variance) * rng.standard_normal((n, d))
 
 
+def draw_imputations(X, mask, z_mean, z_cov, W, mu, noise, n_imputations, rng):
+    """``n_imputations`` draws of the missing entries (n_imputations, n, d): z from its
+    posterior ``(z_mean, z_cov)``, then x given z (:func:`draw_rows`); observed
+    entries kept."""
+    draws = np.empty((n_imputations, *X.shape))
+    for m in range(n_imputations):
+        draws[m] = np.where(mask > 0, X, draw_rows(z_mean, z_cov, W, mu, noise, rng))
+    return draws
+
+
+def mixture_form(mean, std):
+    """Conditional means and sds (n, d) as the one-component mixture every imputing
+    model reports: ``(weights (n, 1), means (n, 1, d), sds (n, 1, d))``."""
+    return np.ones((mean.shape[0], 1)), mean[:, None, :], std[:, None, :]
+
+
+def central_quantile(level):
+    """z with ``mean -/+ z * sd`` the central ``level`` interval of a Gaussian."""
+    from scipy.stats import norm
+
+    return norm.ppf(0.5 + 0.5 * level)
+
+
 def orient_columns(W, *columns_along):
     """Loadings ``W`` (d, K) with columns by decreasing sum of squares, each with its
     largest-magnitude entry positive (as scikit-learn's ``svd_flip``), in NumPy.
@@ -329,6 +480,37 @@ def canonical_loadings(W) -> np.ndarray:
     """
     U, S, _ = np.linalg.svd(np.asarray(W), full_matrices=False)
     return orient_columns(U * S)
+
+
+def rotated_loadings(W, rotation, rotation_kwargs, n_rotation_starts, seed):
+    """The loadings W (d, K) of the rotated solution, in the frame of uncorrelated
+    factors the declaration has (z ~ N(0, I)): ``Lambda C`` with ``Lambda`` the
+    pattern loadings and ``C`` the Cholesky factor of the factor correlations
+    ``Phi = C C^T``, so that ``W W^T = Lambda Phi Lambda^T`` and every likelihood is
+    the unrotated one.  The rotated factors are ``f = C z``.  ``rotation`` is a
+    method of :func:`latentlab.closed_form.rotation.rotate` or a criterion function
+    of the loadings; ``seed`` seeds its random starts.  Returns ``(W,
+    rotation_matrix, factor_correlation)``; W unchanged without a rotation (or K < 2)."""
+    K = W.shape[1]
+    identity = np.eye(K)
+    if rotation is None or K < 2:
+        return W, identity, identity
+    method, criterion = ("custom", rotation) if callable(rotation) else (rotation, None)
+    kwargs = dict(rotation_kwargs or {})
+    if criterion is not None:
+        kwargs["criterion"] = criterion
+    result = rotate(
+        np.asarray(W, np.float64),
+        method,
+        n_starts=n_rotation_starts,
+        random_state=seed,
+        **kwargs,
+    )
+    rotation_matrix = np.asarray(result.rotation_matrix, np.float64)
+    if not result.oblique:
+        return np.asarray(result.loadings, np.float64), rotation_matrix, identity
+    phi = np.asarray(result.factor_correlation, np.float64)
+    return np.asarray(result.loadings, np.float64) @ np.linalg.cholesky(phi), rotation_matrix, phi
 
 
 FACTOR_SCORE_METHODS = ("regression", "bartlett", "anderson_rubin", "ten_berge")

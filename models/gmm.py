@@ -27,10 +27,18 @@ This file is the story, parameters, declaration (with its posterior metadata),
 starts, E-step and M-step.  The pieces are in private modules it re-exports:
 :mod:`latentlab.models._gmm_covariances` (every switch on the covariance type, and the
 host-side quantities estimators report), ``_gmm_observe`` (how the declaration
-observes a row: exact masked marginal, enumerable assignment) and ``_gmm_statistics``
-(the E-step's data layout and per-chunk row sums).  At ~330 lines it is over the
-convention's ~300 by its re-export list, which keeps ``latentlab.models.gmm`` the one
-import estimators need.
+observes a row: exact masked marginal, enumerable assignment), ``_gmm_starts`` (the
+starts made inside the fit program) and ``_gmm_statistics`` (the E-step's data
+layout and per-chunk row sums).  At ~330 lines it is over the convention's ~300 by
+its re-export list.
+
+How the model is fitted and used, without an estimator, is in the public module
+built on this one, :mod:`latentlab.models.gmm_programs` (it imports this module;
+this module does not import it): EM's row blocks and program, MAP/SVI, the starts'
+host side (standardised units, floor, starting responsibilities, given parameters),
+scoring at fixed row counts, the conditional mixture of missing entries, stepwise EM
+and the E-step's host side on a chunked source.
+:class:`latentlab.GaussianMixture` validates, calls them and stores the fit.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from latentlab.models._gmm_covariances import (
     covariances,
     draw_conditional,
     draw_samples,
+    features_at_floor,
     floored_cholesky,
     marginal_variances,
     n_parameters,
@@ -119,6 +128,7 @@ __all__ = [
     "marginal_variances",
     "draw_conditional",
     "draw_samples",
+    "features_at_floor",
 ]
 
 

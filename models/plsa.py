@@ -50,8 +50,14 @@ The fold-in (theta of new documents, topics fixed) is in
 :mod:`latentlab.models._plsa_fold_in`, and the algebra the fit and the fold-in share
 (simplex, Dirichlet densities, per-entry expected counts, M-step normalisations) in
 :mod:`latentlab.models._plsa_algebra`; this module re-exports the fold-in's names.  It
-runs to ~360 lines because this story carries the derivation of EM as KL-NMF, of
+runs to ~450 lines because this story carries the derivation of EM as KL-NMF, of
 tempering and of the padding topics, and the E-step has a dense and a sparse form.
+
+The fitting built on this module (which does not import it) is in a module of its
+own that :class:`latentlab.PLSA` calls, :mod:`latentlab.models.plsa_programs`: the
+programs' inputs (hyperparameters, the padded corpus), the starts and the EM and
+MAP/SVI fits, fold-in of new documents, document completion's split and scores,
+stepwise EM's statistics and the chunked route.
 """
 
 from __future__ import annotations

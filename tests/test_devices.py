@@ -82,7 +82,7 @@ SCRIPT = textwrap.dedent(
         # partial_fit: each chunk's E-step split over the devices (3 chunks of 333+);
         # the meshes the rows are placed on are recorded
         import latentlab._chunk_tasks as tasks
-        import latentlab.estimators._online as online
+        import latentlab.models._gaussian_latent_online as online
 
         placements = []
         for module in (tasks, online):

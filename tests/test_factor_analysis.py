@@ -148,7 +148,7 @@ def test_n_components_out_of_range(planted, K):
 
 
 def test_ledermann_bound_is_the_largest_k_with_non_negative_degrees_of_freedom():
-    from latentlab.estimators.factor_analysis import ledermann_bound
+    from latentlab.models.factor_analysis import ledermann_bound
 
     def df(d, K):
         return ((d - K) ** 2 - (d + K)) / 2

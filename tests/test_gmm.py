@@ -190,7 +190,7 @@ def test_save_and_load_round_trip(tmp_path, overlapping, fits):
 def fit_with_and_without_padding(monkeypatch, X, **kwargs):
     """The same K=3 fit with one padding component (EM compiled for 4 components, the
     default on small data) and without; checks that each ran with that many."""
-    from latentlab.estimators import gmm as module
+    from latentlab.models import gmm_programs as module
 
     ran_with = []
     fit_em = module.fit_em

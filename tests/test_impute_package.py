@@ -58,7 +58,7 @@ def test_family_class_names_an_unknown_family(name):
 def test_max_components_matches_each_estimators_limit(n, d):
     # the closed forms: PPCA/BPCA keep one direction for the noise, FA up to the
     # Ledermann bound, a mixture at most one component per row
-    from latentlab.estimators.factor_analysis import ledermann_bound
+    from latentlab.models.factor_analysis import ledermann_bound
 
     expected = {"ppca": min(n, d) - 1, "bpca": min(n, d) - 1, "fa": ledermann_bound(d), "gmm": n}
     got = {family: impute.max_components(family, n, d) for family in impute.FAMILIES}

@@ -351,7 +351,7 @@ def test_mle_evidence_matches_a_direct_transcription_of_minka():
     # writes it, on a spectrum with known ranks
     from scipy.special import gammaln
 
-    from latentlab.estimators.pca import _laplace_evidence
+    from latentlab.closed_form.pca_rank import laplace_evidence
 
     spectrum = np.array([9.0, 4.0, 2.5, 1.0, 0.9, 0.8, 0.75])
     n, d = 50, len(spectrum)
@@ -371,7 +371,7 @@ def test_mle_evidence_matches_a_direct_transcription_of_minka():
                 pa += np.log((spectrum[i] - spectrum[j]) * (1 / filled[j] - 1 / filled[i]))
                 pa += np.log(n)
         expected = pu + pl + pv + pp - pa / 2.0 - rank * np.log(n) / 2.0
-        assert_allclose(_laplace_evidence(spectrum, rank, n), expected, rtol=1e-12)
+        assert_allclose(laplace_evidence(spectrum, rank, n), expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -433,12 +433,12 @@ def test_bad_input_to_a_fitted_model(corpus, fit):
 def test_dense_and_nonzero_e_steps_agree(corpus):
     # the E-step by dense matrix products (chosen for dense corpora) against the one at
     # the nonzeros: same statistics and objective up to round-off, EM and fold-in alike
-    from latentlab.estimators._plsa_programs import _corpus
+    from latentlab.models.plsa_programs import build_corpus
 
     rng = np.random.default_rng(3)
     csr = sp.csr_matrix(corpus)
     with jax.enable_x64(True):
-        dense, sparse = (_corpus(csr, jnp.float64, dense=flag) for flag in (True, False))
+        dense, sparse = (build_corpus(csr, jnp.float64, dense=flag) for flag in (True, False))
         assert dense.dense is not None and sparse.dense is None
         n = dense.doc_mask.shape[0]
         params = plsa.Params(

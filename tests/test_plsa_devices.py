@@ -23,9 +23,8 @@ SCRIPT = textwrap.dedent(
     import numpy as np
 
     import latentlab
-    from latentlab.estimators._plsa_fitting import _sharded
-    from latentlab.estimators._plsa_programs import _corpus
     from latentlab.models import plsa
+    from latentlab.models.plsa_programs import build_corpus
 
     assert jax.device_count() == 8, jax.devices()
     rng = np.random.default_rng(0)
@@ -44,13 +43,13 @@ SCRIPT = textwrap.dedent(
             ),
         }
 
-    # the fit places its documents through _sharded: record the device counts
-    import latentlab.estimators._plsa_fitting as fitting
+    # the fit places its documents through shard_documents: record the device counts
+    import latentlab.models.plsa_programs as programs
     placements = []
-    def record(starts, corpus, K, devices, _place=fitting._sharded):
+    def record(starts, corpus, K, devices, _place=programs.shard_documents):
         placements.append(len(jax.devices()) if devices == "all" else len(devices))
         return _place(starts, corpus, K, devices)
-    fitting._sharded = record
+    programs.shard_documents = record
 
     out = {}
     # dense counts (the dense E-step and fold-in's shrinking batches) on 8 devices;
@@ -67,9 +66,9 @@ SCRIPT = textwrap.dedent(
         placements.clear()
     # the documents really are split: 256 rows, 32 on each device
     import scipy.sparse as sp
-    corpus = _corpus(sp.csr_matrix(X), np.float64)
+    corpus = build_corpus(sp.csr_matrix(X), np.float64)
     starts = plsa.Params(np.full((1, 256, K), 1 / K), np.full((1, K, W), 1 / W))
-    starts, placed = fitting._sharded(starts, corpus, K, "all")
+    starts, placed = programs.shard_documents(starts, corpus, K, "all")
     out["shards"] = sorted({s.data.shape[0] for s in placed.dense.addressable_shards})
     out["theta_shards"] = sorted({s.data.shape[1] for s in starts.theta.addressable_shards})
     print("RESULT", json.dumps(out))

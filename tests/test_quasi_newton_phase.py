@@ -189,7 +189,7 @@ def test_a_copied_variable_is_a_heywood_case_on_its_floor():
 def test_supervised_pca_converges_to_a_maximum_in_few_steps(name, fraction, monkeypatch):
     """SPCA's fit, with and without holes in X: plain EM from the fitted (padded)
     parameters, on the program's own data, cannot raise the joint log-likelihood."""
-    import latentlab.estimators.gaussian_latent as gaussian_latent
+    import latentlab.models.gaussian_latent as gaussian_latent
     from latentlab import SupervisedPCA
 
     captured = {}

@@ -212,10 +212,11 @@ def test_small_sources_are_held_in_the_program(memmap, in_memory, mixture, monke
     """With the automatic chunk size, the rows an E-step revisits are read once and
     held in the program when they fit in RESIDENT_BYTES: no host round trip per
     E-step, and the in-memory fit.  A chunk size the user sets bounds what is held."""
-    from latentlab.estimators import _chunked, gmm
+    from latentlab.models.gaussian_latent import GaussianRowsPass
+    from latentlab.models.gmm_programs import MixtureRowsPass
 
     calls = []
-    for cls in (_chunked.GaussianRowsPass, gmm.MixtureRowsPass):
+    for cls in (GaussianRowsPass, MixtureRowsPass):
         monkeypatch.setattr(
             cls, "reduce", lambda self, *a, _f=cls.reduce: calls.append(a[0]) or _f(self, *a)
         )

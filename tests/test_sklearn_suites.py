@@ -49,11 +49,6 @@ WHITENED_SCORE = (
 EXCLUDED: dict[tuple[str, str], str] = {
     # -- PCA
     ("pca", "test_pca_svd_solver_auto"): PRIVATE + " (_fit_svd_solver; ours is svd_solver_)",
-    ("pca", "test_pca_validation[arpack-0-*"): MESSAGE,
-    ("pca", "test_pca_validation[randomized-0-*"): MESSAGE,
-    ("pca", "test_pca_validation[auto-3-*"): MESSAGE,
-    ("pca", "test_n_components_mle_error"): MESSAGE,
-    ("pca", "test_fit_mle_too_few_samples"): MESSAGE,
     ("pca", "test_pca_score[*"): WHITENED_SCORE,
     ("pca", "test_pca_singular_values[randomized]"): (
         "refits on X_trans @ components_ expecting orthogonal score columns: scikit-learn's "
@@ -79,7 +74,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "up to cov @ precision == I to 12 decimals at a Heywood optimum of K = 5.)"
     ),
     # -- KernelPCA
-    ("kpca", "test_kernel_pca_invalid_parameters"): MESSAGE,
     ("kpca", "test_precomputed_kernel_not_psd[randomized]"): (
         "second half expects an error for n_components=2 because scikit-learn's randomized "
         "solver ranks eigenvalues by modulus; latentlab's returns the two largest correctly "
@@ -119,12 +113,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ),
     ("pls", "test_scale_and_stability[X3-y3-CCA]"): "as X2-y2: degenerate unregularized CCA",
     ("pls", "test_scale_and_stability[X4-y4-CCA]"): "as X2-y2: degenerate unregularized CCA",
-    ("pls", "test_n_components_upper_bounds"): MESSAGE,
-    ("pls", "test_n_components_upper_PLSRegression"): MESSAGE,
-    ("pls", "test_convergence_fail"): (
-        MESSAGE + " ('Maximum number of iterations reached'; latentlab warns "
-        "ConvergenceWarning naming max_iter, tests/test_pls.py)"
-    ),
     ("pls", "test_loadings_converges"): (
         "max_iter and ConvergenceWarning of scikit-learn's NIPALS iteration; latentlab's CCA "
         "is closed form"

@@ -3,7 +3,7 @@ random projections (GaussianRandomProjection, SparseRandomProjection,
 johnson_lindenstrauss_min_dim), run against latentlab's by the harness in
 ``tests/_sklearn_suites.py`` (its docstring explains the tables)."""
 
-from _sklearn_suites import MESSAGE, PRIVATE, Suite, suite_tests
+from _sklearn_suites import PRIVATE, Suite, suite_tests
 
 import latentlab
 from latentlab.closed_form.random_projection import johnson_lindenstrauss_min_dim
@@ -28,9 +28,6 @@ SUITES = {
 # (suite key, "test_name", "test_name[param-id]" or a "prefix*") -> why it is not run.
 EXCLUDED: dict[tuple[str, str], str] = {
     # -- NMF
-    ("nmf", "test_convergence_warning"): MESSAGE,
-    ("nmf", "test_parameter_checking"): MESSAGE,
-    ("nmf", "test_nmf_custom_init_shape_error"): MESSAGE,
     ("nmf", "test_nmf_custom_init_dtype_error"): (
         "expects a TypeError for float32 W/H with float64 X: latentlab casts a custom "
         "start to X's precision (float64) instead"
@@ -55,17 +52,12 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "differ from scikit-learn's single update, so the unconverged factors differ"
     ),
     # -- FastICA
-    ("ica", "test_fastica_convergence_fail"): MESSAGE,
     # -- LinearDiscriminantAnalysis
     ("lda", "test_lda_predict"): (
         "its last part expects NotImplementedError for shrinkage with solver='svd'; "
         "latentlab refuses the setting with a ValueError (bad input, DESIGN: ValueError)"
     ),
-    ("lda", "test_lda_transform"): MESSAGE,
-    ("lda", "test_lda_dimension_warning"): MESSAGE,
-    ("lda", "test_raises_value_error_on_same_number_of_classes_and_samples"): MESSAGE,
     # -- random projections
-    ("rp", "test_too_many_samples_to_find_a_safe_embedding"): MESSAGE,
 }
 
 # (suite key, test name) -> (the param ids that run, what the others only vary)

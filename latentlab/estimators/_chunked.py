@@ -8,8 +8,10 @@ with missing entries for the PCA start -- then runs the estimator's own compiled
 program on those summaries.  Each E-step asks the host (through
 :func:`latentlab.inference.chunked.host_sum`) for the statistics of the rows with
 missing entries, which it reads again and passes through one jitted chunk function
-at a fixed number of rows.  The driver, its starts and its SQUAREM arithmetic are the
-in-memory program's, so parameters and trace equal the in-memory fit's to round-off
+at a fixed number of rows (the model's
+:class:`~latentlab.models.gaussian_latent.GaussianRowsPass`).  The driver, its
+starts and its SQUAREM arithmetic are the in-memory program's, so parameters and
+trace equal the in-memory fit's to round-off
 (the mixture's k-means start sees every row, as in memory, up to :data:`START_BYTES`;
 the mixture's own chunked fit is ``GaussianMixture._fit_chunked``).
 
@@ -29,12 +31,7 @@ import jax
 import numpy as np
 import scipy.sparse as sp
 
-from latentlab._chunk_tasks import (
-    gaussian_rows,
-    pilot_mean,
-    summarise_block,
-    summarise_chunk,
-)
+from latentlab._chunk_tasks import pilot_mean, summarise_block, summarise_chunk
 from latentlab._validation import check_column_scales
 from latentlab.closed_form.eigensolvers import one_blas_thread
 from latentlab.inference.chunked import (
@@ -44,8 +41,13 @@ from latentlab.inference.chunked import (
     register,
 )
 from latentlab.inference.sharding import row_mesh
-from latentlab.models._gaussian_latent_start import _pad_rows
-from latentlab.models.gaussian_latent import CompleteSummary, GaussianData, OutOfCoreRows
+from latentlab.models.gaussian_latent import (
+    CompleteSummary,
+    GaussianData,
+    GaussianRowsPass,
+    OutOfCoreRows,
+    missing_row_blocks,
+)
 
 __all__ = [
     "START_BYTES",
@@ -65,11 +67,6 @@ __all__ = [
 # memory anyway: CHUNKED_MIN_BYTES); from that many evenly spaced rows otherwise.
 # The rows are held in the fit program beside the E-step's chunks.
 START_BYTES = 1 << 28
-
-# Most rows per call of the jitted per-row E-step (otherwise the chunk size): it holds
-# (K+1)^2 x rows posterior moments (the in-memory route uses 1024 rows too).
-E_STEP_ROWS = 1024
-
 
 # ----------------------------------------------------------------------------- summary
 
@@ -175,58 +172,6 @@ def _summarise(source: RowChunks) -> GaussianSummary:
     return summary
 
 
-# ----------------------------------------------------------------------------- E-step
-
-
-class GaussianRowsPass:
-    """The host side of the E-step for rows with missing entries (see
-    :func:`latentlab.inference.chunked.host_sum`)."""
-
-    def __init__(self, source: RowChunks, shift, summary: GaussianSummary, dtype, mesh=None):
-        self.source = source
-        self.mesh = mesh
-        self.shift = shift
-        # per chunk: a read spans at most one chunk of the source (a memmap's pages
-        # touched by one fancy index stay resident until released)
-        self.missing_rows = [rows for rows in summary.missing_rows if len(rows)]
-        self.dtype = np.dtype(dtype)
-        self.blocks = source
-        if source.dask and 0 < len(summary.parts_with_missing) < source.source.numblocks[0]:
-            # Dask: only the blocks that hold rows with missing entries
-            blocks = source.source.blocks[summary.parts_with_missing]
-            self.blocks = RowChunks(blocks, chunk_size=source.chunk_size)
-
-    def reduce(self, name, W, mu, precision, scale):
-        assert name == "gaussian_rows"
-        block_fn = partial(
-            gaussian_rows,
-            W=W.astype(self.dtype),
-            mu=mu.astype(self.dtype),
-            precision=precision.astype(self.dtype),
-            scale=np.asarray(scale, np.float64),
-            shift=self.shift,
-            dtype=self.dtype,
-            rows_per_call=min(self.source.chunk_size, E_STEP_ROWS),
-            mesh=self.mesh,
-        )
-        if self.source.dask:
-            d, K1 = W.shape[0], W.shape[1] + 1
-            template = (
-                (np.zeros(d), np.zeros(d), np.zeros((d, K1)), np.zeros((d, K1, K1))),
-                np.zeros(()),
-            )
-            stats, loglik = self.blocks.map_reduce(block_fn, template)
-            return tuple(stats), loglik
-        stats, loglik = None, 0.0
-        for rows in self.missing_rows:
-            more, more_ll = block_fn(self.source.take(rows))
-            stats = (
-                more if stats is None else tuple(a + b for a, b in zip(stats, more, strict=True))
-            )
-            loglik = loglik + more_ll
-        return stats, loglik
-
-
 # ----------------------------------------------------------------------------- fit
 
 
@@ -275,10 +220,14 @@ def fit_gaussian_latent(est, source: RowChunks):
             # few enough to hold: the in-memory program on them, no host round trips
             X = source.gather(np.concatenate(summary.missing_rows))
             mask = ~np.isnan(X)
-            X_inc, m_inc = _pad_rows(np.where(mask, X - shift, 0.0), mask.astype(float), 1024)
+            X_inc, m_inc = missing_row_blocks(
+                np.where(mask, X - shift, 0.0), mask.astype(float), 1024
+            )
             data = GaussianData(summarised, X_inc.astype(dtype), m_inc.astype(dtype))
             return est._fit_summarised(data, n, K, column_variance, shift, X=None, mask=missing)
-        rows_pass = GaussianRowsPass(source, shift, summary, dtype, mesh)
+        rows_pass = GaussianRowsPass(
+            source, shift, summary.missing_rows, summary.parts_with_missing, dtype, mesh
+        )
         with register(rows_pass) as token:
             rows = None
             if summary.n_missing_rows:

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab.closed_form import pca as cf
+from latentlab.closed_form.sparse import sparse_coordinates, sparse_moments, sparse_scatter
 from latentlab.estimators._dispatch import call, to_device
 from latentlab.estimators._kernels import lanczos_settings
-from latentlab.estimators._sparse import sparse_coordinates, sparse_moments, sparse_scatter
 from latentlab.estimators.base import jax_key
 from latentlab.inference.summaries import scatter_about_mean
 

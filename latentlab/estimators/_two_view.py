@@ -18,12 +18,41 @@ from sklearn.utils import check_array
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from latentlab._validation import check_data, check_input_kind, check_magnitude, compute_dtype
+from latentlab._validation import (
+    check_data,
+    check_input_kind,
+    check_magnitude,
+    check_n_components,
+    compute_dtype,
+)
 from latentlab.closed_form import cca as cf_cca
 from latentlab.estimators._dispatch import map_rows
 from latentlab.estimators.base import LatentEstimator, to_numpy
 
-__all__ = ["_TwoViewTransformer", "_check_reg", "_check_shapes", "_check_linear_loaded"]
+__all__ = [
+    "_TwoViewTransformer",
+    "_check_n_components",
+    "_check_reg",
+    "_check_shapes",
+    "_check_linear_loaded",
+]
+
+
+def _check_n_components(estimator, n_components, high: int, why: str) -> int:
+    """``n_components`` as an int in [1, high]; ``why`` names the bound ``high``.  Past
+    it, the error starts with scikit-learn's wording ("`n_components` upper bound is
+    ...")."""
+    if (
+        isinstance(n_components, (int, np.integer))
+        and not isinstance(n_components, bool)
+        and n_components > high
+    ):
+        raise ValueError(
+            f"`n_components` upper bound is {high}. Got {n_components} instead. Reduce "
+            f"`n_components`: {type(estimator).__name__} has at most {high} components "
+            f"here ({why})"
+        )
+    return check_n_components(n_components, 1, high, why)
 
 
 def _check_reg(reg, *, positive: bool, who: str):

@@ -87,17 +87,24 @@ def check_finite_fit(estimator, arrays: dict, advice: str, *, objective=None) ->
 
 
 def warn_not_converged(
-    estimator, solver: str = "EM", *, steps: str = "iterations", tol: str = "tol"
+    estimator,
+    solver: str = "EM",
+    *,
+    steps: str = "iterations",
+    tol: str = "tol",
+    lead: str | None = None,
 ) -> None:
     """The one ``ConvergenceWarning`` wording: "<Name> <solver> did not converge within
     max_iter=<m> <steps> (tol=<t>); increase max_iter or tol" (``tol`` names the
-    estimator's tolerance setting).
+    estimator's tolerance setting), after ``lead`` where given (the words of
+    scikit-learn's own warning, for the classes that stand in for its).
 
     The warning points at the user's line that called into latentlab, however deep
     the call (the fit methods' validating wrapper included).
     """
     warnings.warn(
-        f"{type(estimator).__name__} {solver} did not converge within "
+        (f"{lead}: " if lead else "")
+        + f"{type(estimator).__name__} {solver} did not converge within "
         f"max_iter={estimator.max_iter} {steps} ({tol}={getattr(estimator, tol)}); "
         f"increase max_iter or {tol}.",
         ConvergenceWarning,

@@ -15,11 +15,9 @@ from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
     VARIANCE_FLOOR,
     GaussianLatentEstimator,
-    em_from_starts,
-    with_active_columns,
 )
 from latentlab.models import bpca
-from latentlab.models.gaussian_latent import orient_columns
+from latentlab.models.gaussian_latent import em_from_starts, orient_columns, with_active_columns
 
 __all__ = ["BayesianPCA"]
 
@@ -116,6 +114,7 @@ class BayesianPCA(GaussianLatentEstimator):
 
     _module = bpca
     _posterior_problem = _posterior_hooks.bpca_problem  # for sample_posterior
+    _isotropic_noise = True  # params_["sigma2"] (noise_variance_, a float)
     _settings = {
         **GaussianLatentEstimator._settings,
         # b = 0 leaves the joint density unbounded as a column shrinks to zero
@@ -244,14 +243,6 @@ class BayesianPCA(GaussianLatentEstimator):
         super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------
-
-    def _noise_variance_vector(self):
-        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
-
-    @property
-    def noise_variance_(self):
-        check_is_fitted(self)
-        return float(self.params_["sigma2"])
 
     def _n_parameters(self) -> int:
         return bpca.n_parameters(self.n_features_in_, self.effective_rank_)

@@ -18,6 +18,7 @@ from latentlab.estimators._kernels import (
 )
 from latentlab.estimators._two_view import (
     _check_linear_loaded,
+    _check_n_components,
     _check_reg,
     _check_shapes,
     _TwoViewTransformer,
@@ -113,7 +114,7 @@ class CCA(_TwoViewTransformer):
         reg_x, reg_y = _check_reg(self.reg, positive=False, who="CCA")
         high = min(p, q)
         K = high if self.n_components is None else self.n_components
-        K = check_n_components(K, 1, high, "min(n_features_x, n_features_y)")
+        K = _check_n_components(self, K, high, "min(n_features_x, n_features_y)")
         if reg_x == 0 and reg_y == 0 and p + q >= n - 1:
             raise ValueError(
                 f"Unregularized CCA is degenerate here: n_features_x + n_features_y = "

@@ -13,15 +13,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import ArrayLike, Boolean, InstanceOf, Integer, Real
 from latentlab._validation import check_data, check_no_empty_columns, check_no_empty_rows
-from latentlab.estimators._gaussian_latent_programs import _padded, _row_posteriors
 from latentlab.estimators.base import (
     LatentEstimator,
     to_numpy,
     warn_not_converged,
 )
-from latentlab.inference.em import EMModel, fit_em
+from latentlab.estimators.gaussian_latent import padded_rows
 from latentlab.models import cfa
-from latentlab.models.gaussian_latent import summarise
+from latentlab.models.gaussian_latent import em_from_starts, row_posteriors_program, summarise
 
 __all__ = ["ConfirmatoryFactorAnalysis"]
 
@@ -203,18 +202,9 @@ class ConfirmatoryFactorAnalysis(
             filled = np.where(observed, Z, 0.0)
             start = cfa.init_params(filled.T @ filled / n, np.zeros(d), hyper, markers)
             start = jax.tree.map(lambda a: np.asarray(a, dtype)[None], start)  # one start
-            result = fit_em(
-                EMModel(cfa.e_step, cfa.m_step),
-                start,
-                data,
-                hyper,
-                np.asarray(n, dtype),
-                np.asarray(self.tol, dtype),
-                max_iter=int(self.max_iter),
+            params, trace, n_iter, converged = em_from_starts(
+                cfa, start, data, n, hyper, tol=self.tol, max_iter=self.max_iter, verbose=0
             )
-            params = jax.tree.map(np.asarray, result.params)
-            n_iter, converged = int(result.n_iter), bool(result.converged)
-            trace = np.asarray(result.trace)[:n_iter]
         # back to the data's units, each factor in its marker's units
         scale = unit[markers]
         C = np.tril(params.phi_chol)
@@ -357,7 +347,7 @@ class ConfirmatoryFactorAnalysis(
                 np.zeros(len(W), dtype),
                 (1.0 / self.params_["psi"]).astype(dtype),
             )
-            return _padded(_row_posteriors, *arrays, X=centred, mask=mask.astype(float))
+            return padded_rows(row_posteriors_program, *arrays, X=centred, mask=mask.astype(float))
 
     def score_samples(self, X) -> np.ndarray:
         """Log-likelihood of each row (exact marginal of the observed entries)."""

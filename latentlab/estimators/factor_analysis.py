@@ -21,30 +21,9 @@ from latentlab.estimators.gaussian_latent import (
 from latentlab.models import factor_analysis as fa
 from latentlab.models.gaussian_latent import canonical_loadings, orient_columns
 
-__all__ = ["FactorAnalysis", "ledermann_bound"]
+__all__ = ["FactorAnalysis"]
 
 SVD_METHODS = ("randomized", "lapack")
-
-
-def ledermann_bound(n_features: int) -> int:
-    """The largest number of factors K whose model has non-negative degrees of freedom
-    ((d - K)^2 - (d + K)) / 2, the moments of the covariance (d(d+1)/2) minus the
-    parameters up to rotation (dK + d - K(K-1)/2) (Ledermann 1937).
-
-    Past it FA has more parameters than the covariance has entries: the loadings are
-    not identified, and EM typically ends at a Heywood case (wine, d = 13, K = 13:
-    four noise variances at their floor).  d = 13 gives 8; d = 2 gives 0 (for two
-    variables only the diagonal model, K = 0).
-    """
-    d = n_features
-    return next(K for K in range(d, -1, -1) if (d - K) ** 2 >= d + K)
-
-
-def _log_jacobian(counts, scale):
-    """log p(X / scale) - log p(X) for data with ``counts[j]`` observed entries in
-    feature j: sum_j counts_j log scale_j (per entry, log N(s x | s m, s^2 v) =
-    log N(x | m, v) - log s)."""
-    return float(np.sum(np.asarray(counts, np.float64) * np.log(scale)))
 
 
 @fill_doc(rows_per_call="1024 rows with missing entries")
@@ -68,7 +47,7 @@ class FactorAnalysis(GaussianLatentEstimator):
     n_components : int or None, default=None
         Number of factors K, from 0 up to the Ledermann bound, the largest K whose
         degrees of freedom ((d - K)^2 - (d + K)) / 2 are non-negative
-        (:func:`~latentlab.estimators.factor_analysis.ledermann_bound`: 8 for
+        (:func:`~latentlab.models.factor_analysis.ledermann_bound`: 8 for
         d = 13, 1 for d = 4); beyond it the factors are not identified, and a larger
         K is refused.  ``None`` takes the bound.
         ``K = 0`` is the diagonal Gaussian (independent features), the baseline row
@@ -196,7 +175,7 @@ class FactorAnalysis(GaussianLatentEstimator):
     }
 
     def _max_components(self, n_samples, n_features):
-        return ledermann_bound(n_features), (
+        return fa.ledermann_bound(n_features), (
             "the Ledermann bound: beyond it the degrees of freedom ((d - K)^2 - (d + K)) / 2 "
             "are negative and the factors not identified"
         )
@@ -237,7 +216,7 @@ class FactorAnalysis(GaussianLatentEstimator):
             fa.scale_data(data, s), n, K, np.ones_like(scale), unit_hyper
         )
         counts = np.asarray(fa.observed_counts(data), np.float64)
-        return fa.rescale(params, scale), trace - _log_jacobian(counts, scale), n_iter, converged
+        return fa.rescale(params, scale), trace - fa.log_jacobian(counts, scale), n_iter, converged
 
     def _check_noise_variance_init(self, n_features):
         psi = np.asarray(self.noise_variance_init, dtype=np.float64)
@@ -273,7 +252,7 @@ class FactorAnalysis(GaussianLatentEstimator):
         )
         counts = np.full(Xc.shape[1], Xc.shape[0]) if mask is None else mask.sum(axis=0)
         s = jnp.asarray(scale, params.W.dtype)
-        return fa.rescale(params, s), trace - _log_jacobian(counts, scale), n_iter, converged
+        return fa.rescale(params, s), trace - fa.log_jacobian(counts, scale), n_iter, converged
 
     def _finish(self, params, hyper, units):
         # The canonical form (principal axes, order, signs) is chosen in standardised
@@ -305,11 +284,6 @@ class FactorAnalysis(GaussianLatentEstimator):
 
     def _n_parameters(self) -> int:
         return fa.n_parameters(self.n_features_in_, self.n_components_)
-
-    @property
-    def noise_variance_(self):
-        check_is_fitted(self)
-        return self.params_["psi"].copy()
 
     @property
     def model_(self):

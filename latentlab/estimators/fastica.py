@@ -277,7 +277,11 @@ class FastICA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator
             "X is probably degenerate (constant or collinear columns); lower n_components",
         )
         if not converged:
-            warn_not_converged(self, "fixed-point iteration")
+            lead = (
+                "FastICA did not converge. Consider increasing tolerance or the maximum "
+                "number of iterations"
+            )
+            warn_not_converged(self, "fixed-point iteration", lead=lead)
         return self
 
     def fit_transform(self, X, y=None):

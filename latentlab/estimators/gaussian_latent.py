@@ -6,11 +6,12 @@ says how its noise variance and settings look; fitting by EM or MAP/SVI, stepwis
 for the estimators that stream (PPCA and FactorAnalysis, whose ``partial_fit`` calls
 ``_stepwise_fit``), and everything a user asks of the fitted model -- scores, the
 posterior of z, imputation, sampling, covariances -- follows from the marginal
-N(mu, W W^T + Psi) and lives here once.  What needs no estimator is a pure function:
-the checks of K, the padded EM driver and the rotation below (SupervisedPCA fits
-through them too); the compiled row programs are in ``_gaussian_latent_programs``,
-imputation's arithmetic in ``_gaussian_imputation``, stepwise EM's statistics in
-``_online``.  The loadings are padded to column buckets
+N(mu, W W^T + Psi) and lives here once.  The checks of K below are functions
+(SupervisedPCA checks through them too), as is :func:`padded_rows`, the map of a
+compiled row program over bucketed row chunks.  What needs no estimator is the
+model's, in :mod:`latentlab.models.gaussian_latent`: the padded EM driver
+(``fit_padded_em``), the compiled row programs, the rotation, imputation's draws and
+stepwise EM's statistics (``online_step``).  The loadings are padded to column buckets
 (:func:`latentlab._shapes.gaussian_latent_columns`; ``latentlab.set_config(padding=False)``
 turns it off).
 """
@@ -36,39 +37,19 @@ from latentlab._settings import (
     Real,
     Verbose,
 )
-from latentlab._shapes import gaussian_latent_columns, padded_size, signature
+from latentlab._shapes import ROWS_PER_CALL, gaussian_latent_columns, map_row_chunks, padded_size
 from latentlab._validation import (
     check_codes,
     check_covariance_matrix,
     check_data,
+    check_level,
     check_n_components,
     check_no_empty_columns,
     check_no_empty_rows,
     check_positive_int,
 )
-from latentlab.closed_form.rotation import ROTATION_METHODS, rotate
-from latentlab.estimators._gaussian_imputation import (
-    central_quantile,
-    conditional_fill,
-    draw_imputations,
-    mixture_form,
-)
-from latentlab.estimators._gaussian_latent_programs import (
-    _chunked_outputs,
-    _drop_padding,
-    _em_output,
-    _padded,
-    _row_posteriors,
-)
-from latentlab.estimators._online import (
-    check_chunk,
-    online_params,
-    online_start,
-    online_step,
-    online_unrotated,
-    pilot_coordinates,
-)
-from latentlab.estimators._rows import ROWS_PER_CALL
+from latentlab.closed_form.rotation import ROTATION_METHODS
+from latentlab.estimators._online import check_chunk
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
     LatentEstimator,
@@ -77,30 +58,38 @@ from latentlab.estimators.base import (
     warn_not_converged,
 )
 from latentlab.inference.chunked import is_dask, row_source
-from latentlab.inference.em import EMModel, fit_em
 from latentlab.inference.online import check_learning_decay
 from latentlab.inference.sharding import row_mesh, shard_fields
-from latentlab.models import gaussian_latent
 from latentlab.models.gaussian_latent import (
     FACTOR_SCORE_METHODS,
     CompleteSummary,
     GaussianData,
     canonical_loadings,
+    central_quantile,
+    conditional_missing_program,
+    draw_imputations,
+    drop_padding,
     factor_scores,
+    fit_padded_em,
     global_scale,
     marginal_covariance,
     marginal_precision,
+    mixture_form,
+    online_params,
+    online_start,
+    online_step,
+    online_unrotated,
+    pilot_coordinates,
+    rotated_loadings,
+    row_posteriors_program,
     summarise,
 )
 
 __all__ = [
     "GaussianLatentEstimator",
     "check_components",
-    "em_from_starts",
-    "fit_padded_em",
+    "padded_rows",
     "resolve_mle",
-    "rotated_loadings",
-    "with_active_columns",
 ]
 
 # Below ~1e-6 of a feature's variance a noise variance only means "the data are
@@ -173,108 +162,24 @@ def resolve_mle(name, setting, allows_mle, X, mask):
     n, d = X.shape
     if n < d:
         raise ValueError(f"n_components='mle' needs n_samples >= n_features, got {n} < {d}")
-    from latentlab.estimators.pca import mle_dimension
+    from latentlab.closed_form.pca_rank import mle_dimension
 
     spectrum = np.linalg.eigvalsh(np.cov(X, rowvar=False).reshape(d, d))[::-1]
     return mle_dimension(spectrum, n)
 
 
-def with_active_columns(hyper, active):
-    """``hyper`` for loadings with the columns ``active`` (a 0/1 vector) of the model
-    and the rest padding: models whose prior sees the columns (a ``columns`` field,
-    Bayesian PCA's ARD prior) get them; the others' hyperparameters are unchanged."""
-    return hyper._replace(columns=active) if "columns" in hyper._fields else hyper
+def padded_rows(fn, *arrays_before, X, mask):
+    """A jitted row-wise ``fn(*arrays_before, X, mask)`` (a compiled row program of
+    :mod:`latentlab.models.gaussian_latent`) over bucketed row chunks (see
+    :func:`latentlab._shapes.map_row_chunks`); returns a tuple of NumPy arrays."""
+    out = map_row_chunks(lambda x, m: fn(*arrays_before, x, m), X, mask)
+    return out if isinstance(out, tuple) else (out,)
 
 
-def fit_padded_em(
-    module, data, n, K, column_variance, hyper, *, n_init, max_iter, tol, verbose, seed, pca_start
-):
-    """EM with the loadings padded to a bucket of columns (``n_init`` starts, the first
-    the PCA solution where ``pca_start``, the others drawn from ``seed``); returns
-    ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
-    dtype = data.X.dtype
-    d = data.X.shape[-1]
-    n_missing = data.X.shape[0] * data.X.shape[1]
-    if data.rows is not None:  # rows with missing entries outside the program
-        n_missing += int(data.rows.n_rows)
-    # (at least one column: K = 0 is a model whose loadings are all padding)
-    key = signature(
-        data,
-        module=module.__name__,
-        n_init=int(n_init),
-        max_iter=int(max_iter),
-        verbose=int(verbose),
-        pca_start=pca_start,
-    )
-    n_columns = gaussian_latent_columns(K, d, n_missing, key=key)
-    active = np.arange(n_columns) < K
-    hyper = with_active_columns(hyper, active.astype(dtype))
-    model = gaussian_latent.em_model(
-        module, n_columns=n_columns, n_init=int(n_init), pca_start=pca_start
-    )
-    start_inputs = (
-        np.asarray(n, dtype),
-        np.asarray(K, np.int32),
-        np.asarray(seed, np.uint32),
-        np.asarray(column_variance, dtype),
-    )
-    best = fit_em(
-        model,
-        start_inputs,
-        data,
-        hyper,
-        np.asarray(n, dtype),
-        np.asarray(tol, dtype),
-        max_iter=int(max_iter),
-        verbose=int(verbose),
-    )
-    return _em_output(best.params, best.trace, best.n_iter, best.converged)
+def _chunked_outputs():
+    from latentlab.estimators import _chunked  # imports Dask helpers only when used
 
-
-def em_from_starts(module, starts, data, n, hyper, *, tol, max_iter, verbose):
-    """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
-    dtype = data.X.dtype
-    result = fit_em(
-        EMModel(module.e_step, module.m_step),
-        starts,
-        data,
-        hyper,
-        np.asarray(n, dtype),
-        np.asarray(tol, dtype),
-        max_iter=int(max_iter),
-        verbose=int(verbose),
-    )
-    return _em_output(result.params, result.trace, result.n_iter, result.converged)
-
-
-def rotated_loadings(W, rotation, rotation_kwargs, n_rotation_starts, random_state):
-    """The loadings W (d, K) of the rotated solution, in the frame of uncorrelated
-    factors the declaration has (z ~ N(0, I)): ``Lambda C`` with ``Lambda`` the
-    pattern loadings and ``C`` the Cholesky factor of the factor correlations
-    ``Phi = C C^T``, so that ``W W^T = Lambda Phi Lambda^T`` and every likelihood is
-    the unrotated one.  The rotated factors are ``f = C z``.  Returns ``(W,
-    rotation_matrix, factor_correlation)``; W unchanged without a rotation (or K < 2)."""
-    K = W.shape[1]
-    identity = np.eye(K)
-    if rotation is None or K < 2:
-        return W, identity, identity
-    method, criterion = ("custom", rotation) if callable(rotation) else (rotation, None)
-    kwargs = dict(rotation_kwargs or {})
-    if criterion is not None:
-        kwargs["criterion"] = criterion
-    seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
-    result = rotate(
-        np.asarray(W, np.float64),
-        method,
-        n_starts=n_rotation_starts,
-        random_state=seed,
-        **kwargs,
-    )
-    rotation_matrix = np.asarray(result.rotation_matrix, np.float64)
-    if not result.oblique:
-        return np.asarray(result.loadings, np.float64), rotation_matrix, identity
-    phi = np.asarray(result.factor_correlation, np.float64)
-    return np.asarray(result.loadings, np.float64) @ np.linalg.cholesky(phi), rotation_matrix, phi
+    return _chunked
 
 
 # ----------------------------------------------------------------------------- the family base
@@ -288,7 +193,8 @@ class GaussianLatentEstimator(
     """Fitting by EM or MAP/SVI, and everything asked of the fitted marginal.
 
     Subclasses set ``_module`` (the model module) and ``_settings``, implement
-    ``_max_components`` and ``_noise_variance_vector`` and, where needed,
+    ``_max_components`` and, unless ``_isotropic_noise``, ``_noise_variance_vector``
+    and, where needed,
     ``_fit_closed_form`` and ``_finish``; the hooks ``_hyper``,
     ``_declaration_settings``, ``_parameter_log_jacobian``, ``_feature_units`` and
     ``_warn_after_fit`` have defaults.
@@ -303,12 +209,28 @@ class GaussianLatentEstimator(
     # the baseline row of a model comparison) where the model is defined without W.
     _min_components = 1
     _allows_mle = False  # n_components="mle": Minka's (2000) choice on the covariance
+    # one noise variance for every feature, params_["sigma2"] (PPCA, Bayesian PCA);
+    # otherwise the subclass implements _noise_variance_vector
+    _isotropic_noise = False
 
     def _max_components(self, n_samples, n_features) -> int:
         raise NotImplementedError
 
     def _noise_variance_vector(self) -> np.ndarray:
-        raise NotImplementedError
+        """Each feature's noise variance (d,): ``sigma2`` repeated where the noise is
+        isotropic (``_isotropic_noise``); the other models override it."""
+        if not self._isotropic_noise:
+            raise NotImplementedError
+        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
+
+    @property
+    def noise_variance_(self):
+        """The noise variance: ``sigma2`` (a float) where it is isotropic, else one
+        per feature (n_features,)."""
+        check_is_fitted(self)
+        if self._isotropic_noise:
+            return float(self.params_["sigma2"])
+        return self._noise_variance_vector().copy()
 
     # -- fitting ------------------------------------------------------------------------
 
@@ -474,7 +396,7 @@ class GaussianLatentEstimator(
             params, trace, n_iter, converged = self._fit_svi(X - shift, mask, K, column_variance)
         # Shift back on the host in float64: in float32, mu + shift would round to
         # the shift's ulp (8 for a mean of 1e8).
-        params = _drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
+        params = drop_padding(params, K)._replace(mu=to_numpy(params.mu) + shift)
         self._end_fit(
             self._finish(params, hyper, self._feature_units(column_variance)),
             trace,
@@ -498,13 +420,17 @@ class GaussianLatentEstimator(
         return {name: to_numpy(value) for name, value in params._asdict().items()}
 
     def _rotation_frame(self, W) -> np.ndarray:
-        """The loadings W in the rotated solution's frame (:func:`rotated_loadings`);
+        """The loadings W in the rotated solution's frame
+        (:func:`latentlab.models.gaussian_latent.rotated_loadings`);
         sets ``rotation_matrix_`` and ``factor_correlation_`` on estimators with a
         ``rotation`` setting; others get W back unchanged."""
         if not hasattr(self, "rotation"):
             return W
+        seed = None  # drawn only for a rotation: random_state may be NumPy's global state
+        if self.rotation is not None and W.shape[1] >= 2:
+            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         W, self.rotation_matrix_, self.factor_correlation_ = rotated_loadings(
-            W, self.rotation, self.rotation_kwargs, self.n_rotation_starts, self.random_state
+            W, self.rotation, self.rotation_kwargs, self.n_rotation_starts, seed
         )
         return W
 
@@ -753,8 +679,8 @@ class GaussianLatentEstimator(
             return _chunked_outputs().map_row_output(self, self.score_samples, X)
         X, mask = self._observed(X, allow_empty_rows=False)
         with self._precision():
-            return _padded(
-                _row_posteriors, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
+            return padded_rows(
+                row_posteriors_program, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
             )[2]
 
     # -- latent posterior -------------------------------------------------------------
@@ -767,8 +693,8 @@ class GaussianLatentEstimator(
 
     def _posterior(self, X, mask):
         with self._precision():
-            mean, cov, _ = _padded(
-                _row_posteriors, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
+            mean, cov, _ = padded_rows(
+                row_posteriors_program, *self._arrays(len(X)), X=self._centred(X, mask), mask=mask
             )
         K = self.n_components_
         return mean[:, :K].copy(), cov[:, :K, :K].copy()
@@ -855,7 +781,15 @@ class GaussianLatentEstimator(
             return _chunked_outputs().map_imputation(self, X, return_std)
         X, mask = self._observed(X, allow_empty_rows=True)
         with self._precision():
-            filled, std = conditional_fill(self._arrays(len(X)), X, mask, self.params_["mu"])
+            filled, var, _, _ = padded_rows(
+                conditional_missing_program,
+                *self._arrays(len(X)),
+                X=self._centred(X, mask),  # in float64 on the host
+                mask=mask,
+            )
+        std = np.sqrt(var)
+        # un-centre in float64; observed entries bit-exact
+        filled = np.where(mask > 0, X, filled + self.params_["mu"])
         return (filled, std) if return_std else filled
 
     def conditional_mixture(self, X):
@@ -872,7 +806,7 @@ class GaussianLatentEstimator(
         mean -/+ z * sd.  Plug-in: parameter uncertainty is not included.  Returns
         ``(lower, upper)``, each (n_samples, n_features); both equal X where observed.
         """
-        z = central_quantile(level)
+        z = central_quantile(check_level(level))
         filled, std = self.impute(X, return_std=True)
         return filled - z * std, filled + z * std
 

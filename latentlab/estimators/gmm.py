@@ -1,27 +1,29 @@
 """``latentlab.GaussianMixture``: Gaussian mixtures fitted by jit-compiled EM.
 
-One class and pure functions, as scikit-learn's ``mixture/_gaussian_mixture.py``.
-The class is the surface: settings, validation, ``fit``/``partial_fit``, storing the
-fitted attributes and the fitted quantities (scoring, imputation, sampling); the
-few private methods it keeps need the estimator itself (validation against the fit,
-the working precision, the settings a start or the EM program reads); ``fit`` on a
+One class, as scikit-learn's ``mixture/_gaussian_mixture.py``.  The class is the
+surface: settings, validation, ``fit``/``partial_fit``, storing the fitted
+attributes and the fitted quantities (scoring, imputation, sampling); the few
+private methods it keeps need the estimator itself (validation against the fit, the
+working precision, the settings a start or the EM program reads); ``fit`` on a
 memmap or Dask array (``_fit_chunked``) reads the rows through the shared row-source
-helpers of :mod:`latentlab.estimators._chunked`.  Everything else is a function of
-explicit arguments:
+helpers of :mod:`latentlab.estimators._chunked`.  This module keeps only the
+warnings that say when a fit is not a regular maximum of the likelihood
+(:func:`warn_on_degeneracy`).  Everything else is a function of explicit arguments
+beside the model:
 
-- this module: the fitting routes -- the EM program over row blocks, MAP/SVI
-  through the shared multi-start driver, online EM's first start and M-step -- and
-  the warnings that say when a fit is not a regular maximum of the likelihood;
-- :mod:`~latentlab.estimators._gmm_starts`: starts in the standardised units EM
-  works in (the units, the covariance floor, starting responsibilities, the user's
-  or a previous fit's parameters);
-- :mod:`~latentlab.estimators._gmm_programs`: the compiled row programs, and scoring
-  a fitted mixture at fixed row counts;
-- :mod:`~latentlab.estimators._gmm_conditionals`: the conditional mixture of the
-  missing entries given the observed ones (imputation);
-- this module also: online EM's moment mixing; :mod:`latentlab.estimators._online`
-  holds the step sizes and chunk checks stepwise EM shares with PPCA/FA;
-- :mod:`latentlab.models.gmm`: the model's declaration and its algebra.
+- :mod:`latentlab.models.gmm`: the model's declaration and its algebra (with
+  :func:`~latentlab.models.gmm.features_at_floor`, where a covariance reached its
+  floor);
+- :mod:`latentlab.models.gmm_programs`: the compiled programs and host-side passes
+  that fit and query the mixture -- the EM program over row blocks, MAP/SVI through
+  the shared multi-start driver, starts in the standardised units EM works in (the
+  units, the covariance floor, starting responsibilities, the user's or a previous
+  fit's parameters, the EM program's key), scoring a fitted mixture at fixed row
+  counts, the conditional mixture of the missing entries given the observed ones
+  (imputation), online EM's first start, moment mixing and M-step
+  (:mod:`latentlab.inference.online` holds the step sizes and driver stepwise EM
+  shares with PPCA/FA, :mod:`latentlab.estimators._online` the chunk check) and the
+  host side of the E-step on a chunked source.
 
 It is long because ~300 of its lines are docstrings (the class's documents 22
 settings) and ``fit`` maps between the data's and EM's units.
@@ -30,10 +32,8 @@ settings) and ``fit`` maps between the data's and EM's units.
 from __future__ import annotations
 
 import warnings
-from functools import cache, partial
+from functools import partial
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, check_random_state
@@ -51,14 +51,7 @@ from latentlab._settings import (
     Verbose,
     scale_settings,
 )
-from latentlab._shapes import (
-    bucket,
-    chunked,
-    em_rows,
-    mixture_components,
-    pad_rows,
-    padded_size,
-)
+from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
 from latentlab._validation import (
     check_data,
     check_level,
@@ -75,252 +68,52 @@ from latentlab.estimators._chunked import (
     start_rows,
     summarise_gaussian,
 )
-from latentlab.estimators._gmm_conditionals import (
-    conditional_chunks,
-    mixture_moments,
-    mixture_quantile,
-)
-from latentlab.estimators._gmm_programs import (
-    CHUNK,
-    MISSING_CHUNK,
-    make_starts,
-    mixture_centre,
-    mixture_scores,
-    scoring_params,
-)
-from latentlab.estimators._gmm_starts import (
-    estep_work,
-    given_start,
-    program_key,
-    standardising_units,
-    start_responsibilities,
-    user_init,
-    variance_floor,
-    warm_init,
-)
-from latentlab.estimators._online import check_chunk, pilot_moments
+from latentlab.estimators._online import check_chunk
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
     LatentEstimator,
     to_numpy,
     warn_not_converged,
 )
-from latentlab.inference.chunked import RowChunks, is_dask, register, row_source
-from latentlab.inference.em import fit_em
+from latentlab.inference.chunked import is_dask, register, row_source
 from latentlab.inference.online import check_learning_decay, stepwise_update
-from latentlab.inference.sharding import row_mesh, shard_fields
+from latentlab.inference.sharding import row_mesh
 from latentlab.models import gmm
+from latentlab.models.gmm_programs import (
+    CHUNK,
+    MISSING_CHUNK,
+    MixtureRowsPass,
+    centred_moments,
+    conditional_chunks,
+    em_data,
+    estep_work,
+    fit_svi,
+    given_start,
+    make_starts,
+    mix_moments,
+    mixture_centre,
+    mixture_moments,
+    mixture_quantile,
+    mixture_scores,
+    online_m_step,
+    online_start,
+    program_key,
+    run_em_program,
+    scoring_params,
+    standardising_units,
+    start_responsibilities,
+    user_init,
+    variance_floor,
+    warm_init,
+)
 
-# mixture_quantile: used by latentlab.impute's calibration
-__all__ = ["GaussianMixture", "mixture_quantile"]
+__all__ = ["GaussianMixture"]
 
 INIT_METHODS = ("kmeans", "k-means++", "random", "random_from_data")
 METHODS = ("em", "map", "svi")
 
 
-# ----------------------------------------------------------------------- EM, in memory
-
-
-def em_data(Xc, observed, dtype, covariance_type, devices):
-    """The standardised data ``Xc`` (missing entries 0) as EM's row blocks
-    (a :class:`~latentlab.models.gmm.GMMData`): complete rows in chunks of
-    :data:`CHUNK`, rows with missing entries (and their ``observed`` mask) in chunks
-    of :data:`MISSING_CHUNK`, split over ``devices`` (axis 1 of every block)."""
-    d = Xc.shape[1]
-    complete = observed.all(axis=1)
-    missing_chunk = MISSING_CHUNK[covariance_type]
-    no_rows = np.zeros((0, 1, d))
-    data = gmm.GMMData(
-        *(
-            a.astype(dtype)
-            for a in (
-                chunked(Xc[complete], CHUNK, em_rows),
-                chunked(np.ones(int(complete.sum())), CHUNK, em_rows),
-                chunked(Xc[~complete], missing_chunk, em_rows) if not complete.all() else no_rows,
-                chunked(observed[~complete].astype(float), missing_chunk, em_rows)
-                if not complete.all()
-                else no_rows,
-            )
-        )
-    )
-    return shard_fields(data, ("X", "row_mask", "X_missing", "observed"), devices)
-
-
-def prior_rows(covariance_prior, dtype):
-    """The covariance penalty's tau for EM's Hyper, None for maximum likelihood."""
-    tau = float(covariance_prior)
-    return np.asarray(tau, dtype) if tau > 0 else None
-
-
-def run_em_program(
-    start_data,
-    data,
-    reg,
-    n,
-    *,
-    covariance_type,
-    covariance_prior,
-    tol,
-    max_iter,
-    accelerate,
-    verbose,
-):
-    """The compiled EM fit (:func:`~latentlab.inference.em.fit_em`, starts included)
-    on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of ``n`` rows from
-    ``start_data`` = (X, row_mask, resp, active, user, use_user), with the floor
-    ``reg``; returns (params, trace, converged, objective, breakdown)."""
-    dtype = reg.dtype
-    X, row_mask, resp, active, user, use_user = start_data
-    result = fit_em(
-        gmm.em_model(covariance_type),
-        (X, row_mask, resp, user, use_user),
-        data,
-        gmm.Hyper(reg, active, prior_rows(covariance_prior, dtype)),
-        np.asarray(n, dtype),
-        np.asarray(tol, dtype),
-        max_iter=int(max_iter),
-        accelerate=bool(accelerate),
-        verbose=int(verbose),
-    )
-    trace = np.asarray(result.trace)[: int(result.n_iter)]
-    objective = float(result.objective)
-    return result.params, trace, bool(result.converged), objective, bool(result.breakdown)
-
-
-# ----------------------------------------------------------------------------- MAP / SVI
-
-
-def fit_svi(starts, Z, observed, rng, *, covariance_type, method, prior, svi_steps, learning_rate):
-    """MAP (AutoDelta) or SVI (AutoNormal) on the declaration from every start, by
-    the shared multi-start driver (its keys drawn from ``rng``, the fit's random
-    state), on the standardised data ``Z`` (missing entries 0) where Adam's step
-    size makes sense; returns parameters and the objective trace in those units
-    (``fit`` maps them to the data's)."""
-    from latentlab.inference.svi import fit_best_of
-
-    # sliced on the host: slicing device arrays would compile a program each
-    host = {k: np.asarray(v) for k, v in starts._asdict().items()}
-    Xs = jnp.asarray(np.where(observed, Z, np.nan))
-    model = partial(
-        gmm.gmm_model,
-        n_components=int(starts.means.shape[1]),
-        covariance_type=covariance_type,
-        has_missing=not observed.all(),
-        use_prior=method == "svi" or bool(prior),
-    )
-    best = fit_best_of(
-        model,
-        (Xs,),
-        [{k: v[i] for k, v in host.items()} for i in range(len(starts.weights))],
-        method=method,
-        num_steps=svi_steps,
-        learning_rate=learning_rate,
-        random_state=rng,
-    )
-    params = gmm.Params(*(best.params[k] for k in gmm.Params._fields))
-    return params, np.asarray(best.trace, np.float64), True
-
-
-# ----------------------------------------------------------------------- online EM
-
-
-def online_start(
-    X,
-    observed,
-    K,
-    dtype,
-    rng,
-    *,
-    covariance_type,
-    reg_covar,
-    init_params,
-    weights_init,
-    means_init,
-    precisions_init,
-):
-    """The stream's coordinates (``shift``, ``unit``, the floor ``reg_covar`` in
-    them, the rows per compiled call) and ``fit``'s start (one, by ``init_params`` or
-    the ``*_init`` values) from the first chunk ``X``; returns (state, params)."""
-    n, d = X.shape
-    shift, _ = pilot_moments(X, observed)
-    unit = standardising_units(np.where(observed, X - shift, 0.0), observed, covariance_type)
-    Z = np.where(observed, (X - shift) / unit, 0.0)  # missing at the column mean
-    weights, means, scale = user_init(
-        weights_init, means_init, precisions_init, K, d, shift, unit, covariance_type
-    )
-    need_resp = weights is None or means is None or scale is None
-    rows = int(bucket(n))
-    reg = variance_floor(unit, dtype, reg_covar).astype(dtype)
-    resp = start_responsibilities(
-        Z,
-        K,
-        need_resp,
-        1,
-        (rows, K),
-        rng,
-        dtype,
-        init_params=init_params,
-        covariance_type=covariance_type,
-    )
-    user, use_user = given_start(weights, means, scale, K, K, d, dtype, covariance_type)
-    starts = compiled_starts(make_starts)(
-        pad_rows(Z, rows).astype(dtype),
-        pad_rows(np.ones(n), rows).astype(dtype),
-        resp,
-        reg,
-        np.ones(K, bool),
-        user,
-        use_user,
-        covariance_type=covariance_type,
-    )
-    params = jax.tree.map(lambda a: np.asarray(a[0], dtype), starts)
-    state = {
-        "shift": shift,
-        "unit": unit,
-        "reg_covar": np.asarray(reg, np.float64),
-        "rows_per_call": np.asarray(rows, np.int64),
-    }
-    return state, params
-
-
-def online_m_step(moments, params, reg_covar, covariance_type, dtype):
-    """The M-step from the running moments (mass (K,), component means, scatter
-    about them) at the current ``params`` (their weights and scale), in ``dtype``;
-    returns float64 :class:`~latentlab.models.gmm.Params` in standardised units."""
-    mass, mean, scatter = moments
-    stats = gmm.MixtureStats(mass, np.zeros_like(mean), scatter)
-    hyper = gmm.Hyper(np.asarray(reg_covar, dtype))
-    centre = gmm.Params(np.asarray(params.weights), mean, np.asarray(params.scale))
-    params = gmm.m_step(
-        jax.tree.map(lambda a: np.asarray(a, dtype), stats),
-        jax.tree.map(lambda a: np.asarray(a, dtype), centre),
-        hyper,
-        covariance_type=covariance_type,
-    )
-    return gmm.Params(*(np.asarray(a, np.float64) for a in params))
-
-
 # ---------------------------------------------------------------- degenerate fits
-
-
-def features_at_floor(scale, floor, covariance_type):
-    """(K, d) bool (tied: (1, d)): where a component's covariance reached the floor
-    G = diag(``floor``) -- for full/tied, an eigenvector of G^{-1/2} Sigma G^{-1/2}
-    with eigenvalue at 1 (the floor), attributed to the features that carry at
-    least half as much of it as the largest; for diag, the variances; for
-    spherical, every feature."""
-    if covariance_type in ("full", "tied"):
-        relative = scale / np.sqrt(floor)[:, None]
-        values, vectors = np.linalg.eigh(relative @ np.swapaxes(relative, -1, -2))
-        floored = values <= 1.01  # (..., d) directions
-        weight = vectors**2  # (..., feature, direction)
-        heavy = weight >= 0.5 * weight.max(axis=-2, keepdims=True)
-        at_floor = np.any(heavy & floored[..., None, :], axis=-1)
-        return at_floor.reshape(-1, len(floor))
-    if covariance_type == "diag":
-        return scale**2 / floor <= 1.01
-    spherical = scale**2 / np.max(floor) <= 1.01  # (K,)
-    return np.repeat(spherical[:, None], len(floor), axis=1)
 
 
 def warn_on_degeneracy(
@@ -347,7 +140,7 @@ def warn_on_degeneracy(
             ConvergenceWarning,
             skip_file_prefixes=LATENTLAB_FILES,
         )
-    at_floor = features_at_floor(scale, floor, covariance_type)  # (K, d) bool
+    at_floor = gmm.features_at_floor(scale, floor, covariance_type)  # (K, d) bool
     if not at_floor.any():
         return
 
@@ -391,81 +184,6 @@ def warn_on_degeneracy(
             UserWarning,
             skip_file_prefixes=LATENTLAB_FILES,
         )
-
-
-# ------------------------------------------------ online EM's moments, the chunked row pass
-
-
-def centred_moments(count, sum_dx, sum_dxx, means, n_rows, covariance_type):
-    """Per-row averages of a chunk's mixture statistics about the current means
-    (``gmm.MixtureStats``, summed), as (mass (K,), component mean (K, d), scatter
-    about it (K, d, d) or (K, d))."""
-    safe = np.where(count > 0, count, 1.0)
-    delta = sum_dx / safe[:, None]
-    if covariance_type in ("full", "tied"):
-        scatter = sum_dxx - count[:, None, None] * delta[:, :, None] * delta[:, None, :]
-    else:
-        scatter = sum_dxx - count[:, None] * delta**2
-    return count / n_rows, means + delta, scatter / n_rows
-
-
-def mix_moments(old, new, eta):
-    """(1 - eta) old + eta new for the mixture's per-component moments, merged about
-    the new mean by Chan et al.'s pairwise update (vectorised over components)."""
-    (ca, ma, Sa), (cb, mb, Sb) = old, new
-    ca, Sa, cb, Sb = (1.0 - eta) * ca, (1.0 - eta) * Sa, eta * cb, eta * Sb
-    count = ca + cb
-    safe = np.where(count > 0, count, 1.0)
-    delta = mb - ma
-    mean = ma + delta * (cb / safe)[:, None]
-    weight = ca * cb / safe
-    if Sa.ndim == 3:
-        scatter = Sa + Sb + weight[:, None, None] * delta[:, :, None] * delta[:, None, :]
-    else:
-        scatter = Sa + Sb + weight[:, None] * delta**2
-    return count, mean, scatter
-
-
-@cache
-def compiled_starts(make_starts):
-    # fit's starts as one compiled program (eagerly, k-means would run op by op)
-    return jax.jit(make_starts, static_argnames="covariance_type")
-
-
-class MixtureRowsPass:
-    """The host side of the mixture's E-step: every row, every iteration."""
-
-    def __init__(self, source: RowChunks, shift, unit, covariance_type, dtype, mesh=None):
-        self.source = source
-        self.mesh = mesh
-        self.shift, self.unit = shift, unit
-        self.covariance_type = covariance_type
-        self.dtype = np.dtype(dtype)
-        size = source.chunk_size
-        self.rows_per_call = (min(size, CHUNK), min(size, MISSING_CHUNK[covariance_type]))
-
-    def reduce(self, name, weights, means, scale):
-        assert name == "gmm_rows"
-        params = gmm.Params(*(np.asarray(a, self.dtype) for a in (weights, means, scale)))
-        block_fn = partial(
-            mixture_rows,
-            params=params,
-            shift=self.shift,
-            unit=self.unit,
-            covariance_type=self.covariance_type,
-            dtype=self.dtype,
-            rows_per_call=self.rows_per_call,
-            mesh=self.mesh,
-            calls=-(-self.source.chunk_size // self.rows_per_call[0]),
-        )
-        if self.source.dask:
-            template = block_fn(np.zeros((0, self.source.shape[1])))
-            return self.source.map_reduce(block_fn, template)
-        total = None
-        for start, stop in self.source.slices():
-            out = block_fn(self.source.read(start, stop))
-            total = out if total is None else [a + b for a, b in zip(total, out, strict=True)]
-        return total
 
 
 # ----------------------------------------------------------------------------- the estimator
@@ -1048,7 +766,7 @@ class GaussianMixture(LatentEstimator):
 
     def _user_init(self, K, d, shift, unit):
         """The ``*_init`` settings in standardised units
-        (:func:`~latentlab.estimators._gmm_starts.user_init`)."""
+        (:func:`~latentlab.models.gmm_programs.user_init`)."""
         return user_init(
             self.weights_init,
             self.means_init,
@@ -1063,10 +781,10 @@ class GaussianMixture(LatentEstimator):
     def _start_data(self, Z, K, padded, rows, need_resp, n_starts, rng, dtype, given):
         """The EM program's start inputs from the standardised rows ``Z`` (missing
         entries 0): rows padded to ``rows``, their mask, starting responsibilities by
-        ``init_params`` (:func:`~latentlab.estimators._gmm_starts.start_responsibilities`),
+        ``init_params`` (:func:`~latentlab.models.gmm_programs.start_responsibilities`),
         which of the ``padded`` components are real, and the given starting values
         (weights, means, scale; any None) padded, with which were given
-        (:func:`~latentlab.estimators._gmm_starts.given_start`)."""
+        (:func:`~latentlab.models.gmm_programs.given_start`)."""
         resp = start_responsibilities(
             Z,
             K,
@@ -1098,7 +816,8 @@ class GaussianMixture(LatentEstimator):
 
     def _run_em_program(self, start_data, data, reg, n):
         """The compiled EM fit on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of
-        ``n`` rows (:func:`run_em_program` with this estimator's settings)."""
+        ``n`` rows (:func:`~latentlab.models.gmm_programs.run_em_program` with this
+        estimator's settings)."""
         return run_em_program(
             start_data,
             data,
@@ -1131,7 +850,7 @@ class GaussianMixture(LatentEstimator):
 
     def _scoring_params(self):
         """The fitted parameters as the scoring programs take them, and the centre
-        (:func:`~latentlab.estimators._gmm_programs.scoring_params`); call inside
+        (:func:`~latentlab.models.gmm_programs.scoring_params`); call inside
         ``self._precision()``."""
         return scoring_params(self.params_, self.n_components_, self.covariance_type, self.dtype)
 
@@ -1184,7 +903,7 @@ class GaussianMixture(LatentEstimator):
     # -- conditionals: p(x_miss | x_obs) = sum_k p(k | x_obs) N(x_miss | x_obs, k) -------
 
     def _conditional_chunks(self, X, observed):
-        """:func:`~latentlab.estimators._gmm_conditionals.conditional_chunks` for the
+        """:func:`~latentlab.models.gmm_programs.conditional_chunks` for the
         validated ``X`` and its ``observed`` mask; iterate inside
         ``self._precision()``."""
         params, centre = self._scoring_params()

@@ -28,6 +28,7 @@ from latentlab._settings import (
 from latentlab._validation import check_codes, check_data, check_n_components, check_symmetric
 from latentlab.closed_form import kernel_pca as cf
 from latentlab.closed_form.eigensolvers import LANCZOS_MIN_SAMPLES, solver_threads
+from latentlab.closed_form.sparse import host_kernel
 from latentlab.estimators._dispatch import call, map_rows, to_device
 from latentlab.estimators._kernels import (
     PairwiseKernel,
@@ -38,7 +39,7 @@ from latentlab.estimators._kernels import (
     precomputed_kernel,
     resolve_kernel,
 )
-from latentlab.estimators._sparse import check_sparse_data, host_kernel, is_sparse
+from latentlab.estimators._sparse import check_sparse_data, is_sparse
 from latentlab.estimators.base import LATENTLAB_FILES, LatentEstimator, jax_key, to_numpy
 
 __all__ = ["KernelPCA", "resolve_kernel", "kernel_offset"]
@@ -293,6 +294,13 @@ default="linear"
                 "regression predicts dense rows; pass X.toarray()"
             )
         if kernel is precomputed_kernel:
+            # a settings error, refused before anything about X (as scikit-learn)
+            if self.fit_inverse_transform:
+                raise ValueError(
+                    "Cannot fit_inverse_transform with a precomputed kernel: the pre-image "
+                    "regression needs the data, not only their kernel; fit on X with its "
+                    "kernel named instead"
+                )
             if n != d:
                 raise ValueError(
                     "kernel='precomputed' needs the square (n_samples, n_samples) training "
@@ -305,11 +313,6 @@ default="linear"
             # any other asymmetry, as MDS and the spectral methods do.
             check_symmetric(X, "kernel='precomputed': the kernel matrix X", centred=True)
             X = (X + X.T) / 2
-            if self.fit_inverse_transform:
-                raise ValueError(
-                    "fit_inverse_transform=True is not available with kernel='precomputed': "
-                    "the pre-image regression needs the data, not only their kernel"
-                )
         K = n if self.n_components is None else self.n_components
         K = check_n_components(K, 1, n, "n_samples")
         solver = "lanczos" if self.eigen_solver == "arpack" else self.eigen_solver

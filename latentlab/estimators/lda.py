@@ -262,12 +262,20 @@ class LinearDiscriminantAnalysis(
             )
         if n <= C:
             raise ValueError(
-                f"LinearDiscriminantAnalysis needs more samples ({n}) than classes ({C})"
+                "The number of samples must be more than the number of classes: got "
+                f"{n} samples and {C} classes, which leaves no within-class spread to "
+                "estimate"
             )
         counts = np.bincount(labels, minlength=C).astype(np.float64)
         priors = self._priors(counts)
         high = min(C - 1, d)
         K = high if self.n_components is None else self.n_components
+        if isinstance(K, (int, np.integer)) and not isinstance(K, bool) and K > high:
+            raise ValueError(
+                f"n_components cannot be larger than min(n_features, n_classes - 1) = "
+                f"{high}: n_components={K} is out of range (the class means span at most "
+                "n_classes - 1 directions); reduce n_components"
+            )
         K = check_n_components(K, 1, high, "min(n_classes - 1, n_features)")
         # every class covariance is needed for per-class Ledoit-Wolf shrinkage and for
         # priors that differ from the class frequencies; else one pooled Gram serves
@@ -379,8 +387,8 @@ class LinearDiscriminantAnalysis(
         check_is_fitted(self)
         if self.solver == "lsqr":
             raise NotImplementedError(
-                "transform is not available with solver='lsqr' (it fits the classifier "
-                "only); use solver='svd' or 'eigen'"
+                "transform not implemented for 'lsqr' solver: it fits the classifier "
+                "only; use solver='svd' or 'eigen'"
             )
         X = check_data(self, X, reset=False, allow_nan=False)
         K = min(self.n_components_, self.scalings_.shape[1])

@@ -193,8 +193,9 @@ default="frobenius"
         loss, beta = self._loss()
         if self.solver == "cd" and loss != "frobenius":
             raise ValueError(
-                f"solver='cd' handles beta_loss='frobenius' only, got beta_loss="
-                f"{self.beta_loss!r}; use solver='mu'"
+                f"Invalid beta_loss parameter: solver 'cd' does not handle beta_loss = "
+                f"{self.beta_loss!r}: solver='cd' handles beta_loss='frobenius' only; use "
+                "solver='mu'"
             )
         if beta <= 0 and X.size and X.min() == 0:
             raise ValueError(
@@ -220,13 +221,24 @@ default="frobenius"
         )
         return (loss, beta), K, max_iter, tol, penalties
 
-    @staticmethod
-    def _factor(value, name, shape):
+    def _factor(self, value, name, shape):
         if value is None:
             raise ValueError(f"init='custom' needs {name} of shape {shape}; got None")
         value = np.asarray(value, dtype=np.float64)
         if value.shape != shape:
-            raise ValueError(f"init='custom': {name} must have shape {shape}, got {value.shape}")
+            # scikit-learn's wording first, for the first dimension that differs
+            lead = ""
+            for axis, which in enumerate(("first", "second")):
+                if value.ndim == 2 and value.shape[axis] != shape[axis]:
+                    lead = (
+                        f"Array with wrong {which} dimension passed to "
+                        f"{type(self).__name__} (input {name}). Expected {shape[axis]}, "
+                        f"but got {value.shape[axis]}: "
+                    )
+                    break
+            raise ValueError(
+                f"{lead}init='custom': {name} must have shape {shape}, got {value.shape}"
+            )
         if not np.all(np.isfinite(value)):
             raise ValueError(f"init='custom': {name} contains NaN or infinite values")
         if np.any(value < 0):
@@ -254,8 +266,9 @@ default="frobenius"
             return np.abs(scale * rng.standard_normal(size=(n, K))), H
         if K > min(n, d):
             raise ValueError(
-                f"init={init!r} needs n_components <= min(n_samples, n_features) = "
-                f"{min(n, d)}, got {K}; use init='random'"
+                f"init = {init!r} can only be used when n_components <= min(n_samples, "
+                f"n_features): that is {min(n, d)} here, got n_components={K}; use "
+                "init='random'"
             )
         if self.solver == "mu" and init == "nndsvd":
             warnings.warn(
@@ -357,7 +370,11 @@ default="frobenius"
             self.components_ = self.components_.astype(np.float32)
         if not converged and tol > 0:
             solver = {"cd": "coordinate descent", "mu": "multiplicative update"}[self.solver]
-            warn_not_converged(self, solver)
+            lead = (
+                f"Maximum number of iterations {max_iter} reached. Increase it to improve "
+                "convergence"
+            )
+            warn_not_converged(self, solver, lead=lead)
         return self._as_output(W)
 
     def _as_output(self, W):

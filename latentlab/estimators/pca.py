@@ -18,16 +18,13 @@ from latentlab._validation import (
     kept_float_dtype,
 )
 from latentlab.closed_form import pca as cf
+from latentlab.closed_form.pca_rank import mle_dimension
 from latentlab.estimators._dispatch import map_rows
-from latentlab.estimators._pca_mle import _laplace_evidence, mle_dimension  # noqa: F401
 from latentlab.estimators._pca_solvers import decompose_dense, decompose_sparse
-from latentlab.estimators._sparse import (
-    check_sparse_data,
-    is_sparse,
-)
+from latentlab.estimators._sparse import check_sparse_data, is_sparse
 from latentlab.estimators.base import LatentEstimator, to_numpy
 
-__all__ = ["PCA", "mle_dimension"]
+__all__ = ["PCA"]
 
 # the fitted arrays that take float32 where the training data were float32
 _FLOAT_ATTRIBUTES = (
@@ -64,7 +61,8 @@ class PCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):
         a model-comparison table, and needs an exact solver); a float in (0, 1) keeps
         the fewest components whose explained variance ratio exceeds it; ``"mle"``
         chooses the number by Minka's (2000) Laplace approximation to the evidence of
-        probabilistic PCA, as scikit-learn (:func:`mle_dimension`; needs
+        probabilistic PCA, as scikit-learn
+        (:func:`~latentlab.closed_form.pca_rank.mle_dimension`; needs
         ``n_samples >= n_features``).  Both need the full spectrum, so not
         ``svd_solver="randomized"``.  None keeps ``min(n_samples,
         n_features)``, one fewer with ``svd_solver="arpack"`` (as scikit-learn).
@@ -185,8 +183,9 @@ default="auto"
         fraction = _is_fraction(self.n_components) or mle
         if mle and n_samples < n_features:
             raise ValueError(
-                f"n_components='mle' needs n_samples >= n_features, got {n_samples} samples "
-                f"and {n_features} features"
+                "n_components='mle' is only supported if n_samples >= n_features: Minka's "
+                f"estimate needs a full-rank covariance, got {n_samples} samples and "
+                f"{n_features} features"
             )
         # as scikit-learn, sparse input takes arpack unless covariance_eigh is asked for
         solver = "arpack" if sparse and self.svd_solver == "auto" else self.svd_solver
@@ -196,42 +195,50 @@ default="auto"
         elif fraction:
             K = None
         else:
-            # 0 is the isotropic Gaussian (every direction is noise), as scikit-learn's
-            K = check_n_components(self.n_components, 0, high, "min(n_samples, n_features)")
-            if K == 0 and solver in ("arpack", "randomized"):
-                raise ValueError(
-                    f"n_components=0 needs the whole spectrum (its noise variance is the "
-                    f"mean of every eigenvalue); use svd_solver='full' or 'covariance_eigh', "
-                    f"not {solver!r}"
-                )
+            # the integer check; the range is checked below, once the solver is known
+            # (scikit-learn's wording names it)
+            K = check_n_components(self.n_components, -np.inf, np.inf, "")
         if solver == "auto":
             if n_features <= 1000 and n_samples >= 10 * n_features:
                 solver = "covariance_eigh"
             elif max(n_samples, n_features) <= 500 or fraction:
                 solver = "full"
-            elif 1 <= K < 0.8 * high:
+            elif K is not None and 1 <= K < 0.8 * high:
                 solver = "randomized"
             else:
                 solver = "full"
-        if solver == "arpack":
-            if fraction:
+        truncated = solver in ("arpack", "randomized")
+        if K is not None and not (1 if truncated else 0) <= K <= high:
+            # 0 is the isotropic Gaussian (every direction is noise), as scikit-learn's
+            why = (
+                "n_components=0 needs the whole spectrum (its noise variance is the mean "
+                "of every eigenvalue); use svd_solver='full' or 'covariance_eigh'"
+                if K == 0
+                else f"the data have at most {high} principal axes; reduce n_components"
+                if K > high
+                else "a number of components cannot be negative"
+            )
+            raise ValueError(
+                f"n_components={K} must be between {1 if truncated else 0} and "
+                f"min(n_samples, n_features)={high} with svd_solver={solver!r}: {why}"
+            )
+        if truncated and fraction:
+            if mle:
                 raise ValueError(
-                    f"n_components={self.n_components!r} (a fraction of variance or 'mle') "
-                    "needs the full spectrum; use svd_solver='full' or 'covariance_eigh', "
-                    "not 'arpack'"
+                    f"n_components='mle' cannot be a string with svd_solver='{solver}': "
+                    "Minka's estimate needs the full spectrum; use svd_solver='full' or "
+                    "'covariance_eigh'"
                 )
-            if K >= high:
-                raise ValueError(
-                    f"n_components={K} must be strictly less than min(n_samples, "
-                    f"n_features)={high} with svd_solver='arpack'"
-                )
-        if solver == "randomized":
-            if fraction:
-                raise ValueError(
-                    f"n_components={self.n_components!r} (a fraction of variance or 'mle') "
-                    "needs the full spectrum; use svd_solver='full' or 'covariance_eigh', "
-                    "not 'randomized'"
-                )
+            raise ValueError(
+                f"n_components={self.n_components!r} (a fraction of variance) needs the "
+                "full spectrum; use svd_solver='full' or 'covariance_eigh', "
+                f"not {solver!r}"
+            )
+        if solver == "arpack" and K >= high:
+            raise ValueError(
+                f"n_components={K} must be strictly less than min(n_samples, "
+                f"n_features)={high} with svd_solver='arpack'"
+            )
         return solver, K
 
     def fit(self, X, y=None):

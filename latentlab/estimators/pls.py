@@ -16,10 +16,13 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, Real
-from latentlab._validation import check_n_components
 from latentlab.closed_form import pls as cf
 from latentlab.estimators._dispatch import call, to_device
-from latentlab.estimators._two_view import _check_linear_loaded, _TwoViewTransformer
+from latentlab.estimators._two_view import (
+    _check_linear_loaded,
+    _check_n_components,
+    _TwoViewTransformer,
+)
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy, warn_not_converged
 
 __all__ = ["PLSRegression", "PLSCanonical", "PLSSVD"]
@@ -46,7 +49,7 @@ def _check_fit(estimator, X, y, *, regression_bound: bool):
         high, why = min(n, p), "min(n_samples, n_features_x), the rank bound of X"
     else:
         high, why = min(n, p, q), "min(n_samples, n_features_x, n_features_y)"
-    estimator.n_components_ = check_n_components(estimator.n_components, 1, high, why)
+    estimator.n_components_ = _check_n_components(estimator, estimator.n_components, high, why)
     # a constant Y column (scale=True: its standard deviation 0 taken as 1, as
     # scikit-learn's) is a zero column after centring: it covaries with nothing, and
     # an all-constant Y leaves PLSRegression/PLSCanonical no component (they warn,

@@ -1,13 +1,15 @@
 """``latentlab.PLSA``: probabilistic latent semantic analysis fitted by EM or MAP/SVI.
 
 One class, the whole scikit-learn surface: it validates and converts the counts,
-calls pure functions, and stores the fitted attributes.  The functions live by
-concept: the compiled programs, their inputs and the corpus preparation in
-:mod:`latentlab.estimators._plsa_programs`, the fitting routes (starts, EM, MAP/SVI)
-in ``_plsa_fitting``, fold-in of new documents and document completion in
-``_plsa_fold_in``, stepwise EM's statistics in ``_plsa_online``, the chunked route in
-``_plsa_chunked``; the model's algebra in :mod:`latentlab.models.plsa`, MAP/SVI in
+calls pure functions, and stores the fitted attributes.  The functions live beside
+the model: the model's algebra in :mod:`latentlab.models.plsa`; the compiled programs
+and host-side passes in :mod:`latentlab.models.plsa_programs` (the corpus preparation,
+the fitting routes -- starts, EM, MAP/SVI -- fold-in of new documents, document
+completion, stepwise EM's statistics and the chunked route); MAP/SVI in
 :func:`latentlab.inference.svi.fit_best_of`.
+What stays here warns the user (through scikit-learn's ``ConvergenceWarning`` or at
+the caller's line): :func:`fold_in_result` and :func:`completion_scores`, which wrap
+the fold-in's and the completion's results.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import (
     _num_samples,
     check_is_fitted,
+    check_random_state,
 )
 
 from latentlab._plsa_chunk_tasks import check_counts, summarise_counts
@@ -42,24 +46,6 @@ from latentlab._settings import (
 )
 from latentlab._validation import check_data, check_positive_int
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._plsa_fitting import draw_starts, fit_em_program, fit_gradient
-from latentlab.estimators._plsa_fold_in import (
-    completion_scores,
-    fold_in_documents,
-    fold_in_result,
-    thin_counts,
-)
-from latentlab.estimators._plsa_online import (
-    chunk_statistics,
-    update_topics,
-)
-from latentlab.estimators._plsa_programs import (
-    _corpus,
-    _tolerance_scale,
-    hyperparameters,
-    run_fold_in,
-    with_topics,
-)
 from latentlab.estimators.base import (
     LATENTLAB_FILES,
     LatentEstimator,
@@ -69,7 +55,23 @@ from latentlab.estimators.base import (
 )
 from latentlab.inference.chunked import is_dask, row_source
 from latentlab.inference.online import check_learning_decay, stepwise_update
-from latentlab.models import plsa
+from latentlab.models import plsa, plsa_programs
+from latentlab.models.plsa_programs import (
+    build_corpus,
+    chunk_statistics,
+    draw_starts,
+    fit_chunked,
+    fit_em_program,
+    fit_gradient,
+    fold_in_documents,
+    fold_in_source,
+    hyperparameters,
+    run_fold_in,
+    thin_counts,
+    tolerance_scale,
+    update_topics,
+    with_topics,
+)
 
 __all__ = ["PLSA"]
 
@@ -90,6 +92,51 @@ def _dask_rows(est, name: str, X, n_columns=None):
 
 # fitted state that grows with the training corpus (not needed to fold in new documents)
 _PER_DOCUMENT = ("params_", "doc_lengths_", "online_state_")
+
+
+def fold_in_result(theta, doc_loglik, impossible_docs, converged):
+    """Warnings for a fold-in, and -inf for the documents it cannot explain."""
+    if not converged:
+        warnings.warn(
+            "PLSA fold-in did not converge",
+            ConvergenceWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    doc_loglik = np.where(impossible_docs, -np.inf, doc_loglik)
+    if impossible_docs.any():
+        warnings.warn(
+            f"{impossible_docs.sum()} document(s) contain words with probability 0 under "
+            "the fitted topics (absent from the training corpus); their log-likelihood "
+            "is -inf.  Fit with topic_word_prior > 1 to smooth the topics.",
+            UserWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    return theta.copy(), doc_loglik
+
+
+def completion_scores(scored, theta, phi, n_training_tokens: float):
+    """:func:`latentlab.models.plsa_programs.completion_scores` with its warnings:
+    per document, the held-out part's sum x log p, its multinomial coefficient and its
+    number of tokens."""
+    out = plsa_programs.completion_scores(scored, theta, phi, n_training_tokens)
+    loglik, coefficients, tokens, floored_tokens, floor, impossible = out
+    if floored_tokens is not None:
+        warnings.warn(
+            f"{floored_tokens} held-out token(s) are words absent from "
+            f"the training corpus (probability 0 under the ML topics); they are scored "
+            f"at the add-one floor 1/(N + W) = {floor:.3g}.  Fit with "
+            "topic_word_prior > 1 to smooth the topics instead.",
+            UserWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    if impossible:
+        warnings.warn(
+            "some held-out tokens have probability 0 under the fitted topics and "
+            "folded-in proportions; their documents score -inf.",
+            UserWarning,
+            skip_file_prefixes=LATENTLAB_FILES,
+        )
+    return loglik, coefficients, tokens
 
 
 METHODS = ("em", "map", "svi")
@@ -391,13 +438,12 @@ class PLSA(
         phi0 = self._user_init("topic_word_init", (K, W))
         with self._precision():
             dtype = jax.dtypes.canonicalize_dtype(np.float64)
-            corpus = _corpus(csr, dtype, nonzeros=True if self.tempering != 1 else None)
+            corpus = build_corpus(csr, dtype, nonzeros=True if self.tempering != 1 else None)
             n_docs = corpus.doc_mask.shape[0]
-            starts = draw_starts(
-                self.random_state, self.n_init, n_docs, D, W, K, theta0, phi0, dtype
-            )
+            rng = check_random_state(self.random_state)
+            starts = draw_starts(rng, self.n_init, n_docs, D, W, K, theta0, phi0, dtype)
             if self.method == "em":
-                fitted = self._fit_em(corpus, starts, _tolerance_scale(csr), K, dtype)
+                fitted = self._fit_em(corpus, starts, tolerance_scale(csr), K, dtype)
                 theta, phi, trace, n_iter, converged, objective = fitted
             else:
                 theta, phi, trace, n_iter, converged = fit_gradient(
@@ -430,9 +476,8 @@ class PLSA(
 
     def _fit_source(self, source):
         """``fit`` on a chunked source: exact EM, the counts read chunk by chunk
-        (:func:`latentlab.estimators._plsa_chunked.fit_chunked`)."""
+        (:func:`latentlab.models.plsa_programs.fit_chunked`)."""
         from latentlab.estimators._chunked import forget_feature_names
-        from latentlab.estimators._plsa_chunked import fit_chunked
 
         if self.method != "em":
             raise ValueError(
@@ -463,7 +508,7 @@ class PLSA(
                 tempered=self.tempering != 1,
                 theta0=theta0,
                 phi0=phi0,
-                random_state=self.random_state,
+                rng=check_random_state(self.random_state),
                 n_init=self.n_init,
                 tol=self.tol,
                 max_iter=self.max_iter,
@@ -473,7 +518,7 @@ class PLSA(
         return self._store_fit(*out, doc_lengths=summary.doc_lengths, last_is_objective=True)
 
     def _fit_em(self, corpus, starts, scale, K, dtype, chunked=None):
-        """:func:`~latentlab.estimators._plsa_fitting.fit_em_program` with this
+        """:func:`~latentlab.models.plsa_programs.fit_em_program` with this
         estimator's settings (in memory, or the chunked route's ``chunked``)."""
         return fit_em_program(
             corpus,
@@ -617,8 +662,6 @@ class PLSA(
         (n, K), sum x log p and the multinomial coefficient per document, and the
         number of tokens; the same fold-in program as in memory, the counts read in
         chunks."""
-        from latentlab.estimators._plsa_chunked import fold_in_source
-
         check_is_fitted(self)
         W = source.shape[1]
         if W != self.n_features_in_:
@@ -642,7 +685,9 @@ class PLSA(
         check_is_fitted(self)
         if not 0 < fraction < 1:
             raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-        observed, scored = thin_counts(self._counts(X, reset=False), fraction, random_state)
+        csr = self._counts(X, reset=False)
+        rng = check_random_state(random_state)
+        observed, scored = thin_counts(csr, fraction, rng)
         with warnings.catch_warnings():
             # unseen words are dealt with by completion_scores, for the tokens scored
             warnings.filterwarnings("ignore", message=".*probability 0 under", category=UserWarning)

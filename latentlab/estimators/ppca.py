@@ -167,6 +167,7 @@ class PPCA(GaussianLatentEstimator):
     _module = ppca
     _posterior_problem = _posterior_hooks.ppca_problem  # for sample_posterior
     _methods = METHODS
+    _isotropic_noise = True  # params_["sigma2"] (noise_variance_, a float)
     _settings = {
         **GaussianLatentEstimator._settings,
         **STREAMING_SETTINGS,
@@ -238,14 +239,6 @@ class PPCA(GaussianLatentEstimator):
         super()._warn_after_fit(hyper)
 
     # -- fitted quantities --------------------------------------------------------------
-
-    def _noise_variance_vector(self):
-        return np.full(self.n_features_in_, float(self.params_["sigma2"]))
-
-    @property
-    def noise_variance_(self):
-        check_is_fitted(self)
-        return float(self.params_["sigma2"])
 
     def _n_parameters(self) -> int:
         return ppca.n_parameters(self.n_features_in_, self.n_components_)

@@ -65,10 +65,11 @@ class _RandomProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Laten
                 )
             if k > n_features:
                 raise ValueError(
-                    f"eps={self.eps} and n_samples={n_samples} need n_components >= {k} "
-                    f"(Johnson-Lindenstrauss), more than n_features={n_features}: a random "
-                    "projection cannot reduce this data at that distortion; raise eps or "
-                    "set n_components"
+                    f"eps={self.eps:f} and n_samples={n_samples} lead to a target dimension "
+                    f"of {k} which is larger than the original space with "
+                    f"n_features={n_features}: the Johnson-Lindenstrauss bound needs "
+                    f"n_components >= {k}, so a random projection cannot reduce this data at "
+                    "that distortion; raise eps or set n_components"
                 )
             return k
         k = self.n_components

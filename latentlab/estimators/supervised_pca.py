@@ -16,7 +16,6 @@ from latentlab._validation import (
     check_no_empty_rows,
 )
 from latentlab.estimators import _posterior_hooks
-from latentlab.estimators._gaussian_latent_programs import _padded, _row_posteriors
 from latentlab.estimators.base import (
     LatentEstimator,
     jax_key,
@@ -28,10 +27,16 @@ from latentlab.estimators.gaussian_latent import (
     SETTINGS,
     VARIANCE_FLOOR,
     check_components,
-    fit_padded_em,
+    padded_rows,
 )
 from latentlab.models import supervised_pca as spca
-from latentlab.models.gaussian_latent import canonical_loadings, global_scale, summarise
+from latentlab.models.gaussian_latent import (
+    canonical_loadings,
+    fit_padded_em,
+    global_scale,
+    row_posteriors_program,
+    summarise,
+)
 
 __all__ = ["SupervisedPCA"]
 
@@ -319,8 +324,11 @@ class SupervisedPCA(
         check_is_fitted(self)
         V, M = self._x_rows(X)
         with self._precision():
-            mean, cov, _ = _padded(
-                _row_posteriors, *self._joint_arrays(self.alpha), X=self._centred(V, M), mask=M
+            mean, cov, _ = padded_rows(
+                row_posteriors_program,
+                *self._joint_arrays(self.alpha),
+                X=self._centred(V, M),
+                mask=M,
             )
         return mean, cov
 
@@ -352,8 +360,8 @@ class SupervisedPCA(
         mask = ~np.isnan(V)
         check_no_empty_rows(mask)
         with self._precision():
-            ll = _padded(
-                _row_posteriors,
+            ll = padded_rows(
+                row_posteriors_program,
                 *self._joint_arrays(1.0),
                 X=self._centred(V, mask),
                 mask=mask.astype(np.float64),

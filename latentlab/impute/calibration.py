@@ -21,7 +21,7 @@ from latentlab.impute.search import holdout_mask
 def mixture_interval(weights, means, sds, level):
     """Central ``level`` interval of each entry's mixture ``sum_c weights[n, c]
     N(means[n, c, j], sds[n, c, j]^2)`` (the form of ``conditional_mixture``)."""
-    from latentlab.estimators.gmm import mixture_quantile
+    from latentlab.models.gmm_programs import mixture_quantile
 
     sds = np.maximum(sds, 1e-300)  # observed entries: a point mass at x
     tail = 0.5 * (1.0 - level)

@@ -350,7 +350,7 @@ _FIT_WARNINGS = "compare: the fits of "
 
 def _check_max_factors(max_factors, d: int) -> int:
     """``max_factors`` as an int in 0..ledermann_bound(d) (None: the bound)."""
-    from latentlab.estimators.factor_analysis import ledermann_bound
+    from latentlab.models.factor_analysis import ledermann_bound
 
     bound = ledermann_bound(d)
     if max_factors is None:
@@ -425,7 +425,7 @@ def how_many_factors(
         Data, NaN for missing entries; needs more rows than columns.
     max_factors : int or None, default=None
         The largest K in the table, from 0 up to the Ledermann bound of the number
-        of variables d (:func:`~latentlab.estimators.factor_analysis.ledermann_bound`,
+        of variables d (:func:`~latentlab.models.factor_analysis.ledermann_bound`,
         the largest K whose factor model is identified); None takes the bound.
     cv : int or scikit-learn splitter, default=5
         The folds of the held-out log-likelihood, as :func:`latentlab.compare`'s
@@ -539,7 +539,8 @@ def how_many_factors(
     {'parallel_analysis': 2, 'map': 2, 'bic': 2, 'heldout': 2}
     """
     from latentlab.compare import compare
-    from latentlab.estimators.factor_analysis import FactorAnalysis, ledermann_bound
+    from latentlab.estimators.factor_analysis import FactorAnalysis
+    from latentlab.models.factor_analysis import ledermann_bound
 
     A, _ = data_matrix(X)
     d = A.shape[1]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
-__all__ = ["mle_dimension"]
+__all__ = ["laplace_evidence", "mle_dimension"]
 
 
-def _laplace_evidence(spectrum, rank, n_samples):
+def laplace_evidence(spectrum, rank, n_samples):
     """Minka's (2000) Laplace approximation to log p(X | rank) for probabilistic PCA.
 
     ``spectrum``: all ``d`` eigenvalues of the sample covariance, decreasing.  The
@@ -58,9 +58,7 @@ def mle_dimension(spectrum, n_samples) -> int:
     this returns 1, as a PCA keeps at least one component.
     """
     spectrum = np.asarray(spectrum, dtype=np.float64)
-    evidence = np.array(
-        [_laplace_evidence(spectrum, r, n_samples) for r in range(1, len(spectrum))]
-    )
+    evidence = np.array([laplace_evidence(spectrum, r, n_samples) for r in range(1, len(spectrum))])
     evidence = np.where(np.isnan(evidence), -np.inf, evidence)
     if not len(evidence) or np.all(evidence == -np.inf):
         return 1
