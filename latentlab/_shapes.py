@@ -41,6 +41,24 @@ iteration.  The trade-off, stated once here:
 The setting ``latentlab.set_config(padding=False)`` (or ``config_context``) turns
 component padding off: every fit then runs at its exact K.  Row padding stays, since
 masked rows are not an approximation of anything.
+
+Every other size that shapes a compiled program or bounds its memory lives here too,
+in sections:
+
+* **rows per compiled call** -- the rows one call of a row-wise or E-step program
+  holds (:data:`ROWS_PER_CALL`, :data:`GMM_CHUNK`, :data:`GMM_MISSING_CHUNK`,
+  :data:`GMM_SCORE_WORK`, :data:`E_STEP_ROWS`, :data:`ONLINE_ROWS`,
+  :data:`MIN_STAGE_ROWS`);
+* **padding limits** -- the largest inputs padded to buckets (:data:`PAD_MAX_ENTRIES`);
+* **route thresholds** -- quick-compile or optimised programs
+  (:data:`QUICK_COMPILE_MAX_WORK`), dense or sparse E-steps (:data:`DENSE_MIN_DENSITY`,
+  :data:`DENSE_MAX_ENTRIES`), dense or pruned Lloyd (:data:`PRUNE_MIN_ROWS`), in
+  memory or chunked (:data:`CHUNKED_MIN_BYTES`, :data:`DEFAULT_CHUNK_BYTES`,
+  :data:`RESIDENT_BYTES`, :data:`START_BYTES`);
+* **memory blocks of closed forms** -- :data:`BLOCK_ROWS`, :data:`BLOCK_ELEMENTS`,
+  :data:`DENSE_ROWS`, :data:`ROW_BLOCK`, :data:`BATCH_ENTRIES`;
+* then the row rules, the component rules with their cost models, and the row-wise
+  map over chunks (:func:`map_row_chunks`).
 """
 
 from __future__ import annotations
@@ -54,9 +72,29 @@ import numpy as np
 from latentlab._config import get_config
 
 __all__ = [
+    "BATCH_ENTRIES",
+    "BLOCK_ELEMENTS",
+    "BLOCK_ROWS",
+    "CHUNKED_MIN_BYTES",
+    "DEFAULT_CHUNK_BYTES",
+    "DENSE_MAX_ENTRIES",
+    "DENSE_MIN_DENSITY",
+    "DENSE_ROWS",
+    "E_STEP_ROWS",
+    "GMM_CHUNK",
+    "GMM_MISSING_CHUNK",
+    "GMM_SCORE_WORK",
     "MAX_WORK_RATIO",
-    "ROWS_PER_CALL",
+    "MIN_STAGE_ROWS",
     "NEGLIGIBLE_EXTRA_WORK",
+    "ONLINE_ROWS",
+    "PAD_MAX_ENTRIES",
+    "PRUNE_MIN_ROWS",
+    "QUICK_COMPILE_MAX_WORK",
+    "RESIDENT_BYTES",
+    "ROWS_PER_CALL",
+    "ROW_BLOCK",
+    "START_BYTES",
     "bucket",
     "chunked",
     "component_bucket",
@@ -84,6 +122,93 @@ NEGLIGIBLE_EXTRA_WORK = 1 << 13  # in the units of the cost models: ~20 ns each
 # cached program in a new process).
 ONE_PASS_MAX_WORK_RATIO = 2.0
 ONE_PASS_NEGLIGIBLE_WORK = 1 << 17
+
+# ----------------------------------------------------------------- rows per compiled call
+
+ROWS_PER_CALL = 4096  # rows per call of a row-wise map: bounds its intermediates
+# Gaussian mixtures: rows per chunk in the E-step: complete rows hold (K, chunk, d)
+# residuals; rows with missing entries hold (chunk, K, d, d) conditional covariances
+# for full/tied.
+GMM_CHUNK = 2048
+GMM_MISSING_CHUNK = {"full": 128, "tied": 128, "diag": 1024, "spherical": 1024}
+# Gaussian mixtures: work (~flops) per call of a scoring program: sets its fixed rows
+# per call
+GMM_SCORE_WORK = 2**22
+# Gaussian latent models, chunked route: most rows per call of the jitted per-row
+# E-step (otherwise the chunk size): it holds (K+1)^2 x rows posterior moments (the
+# in-memory route uses 1024 rows too).
+E_STEP_ROWS = 1024
+# Gaussian latent models, online route: rows of the per-row E-step (rows with missing
+# entries) per compiled call.
+ONLINE_ROWS = 256
+# pLSA fold-in: the documents still moving are gathered into batches of D, D/4, D/16,
+# ... rows (see latentlab.models._plsa_fold_in), down to this many rows.
+MIN_STAGE_ROWS = 32
+
+# -------------------------------------------------------------------------- padding limits
+
+# NMF: inputs up to this many entries are padded to row and column buckets (see
+# latentlab.estimators.nmf.NMF._run); larger ones compile for their exact shape.
+PAD_MAX_ENTRIES = 1 << 18
+
+# ---------------------------------------------------------------------- route thresholds
+#
+# Dense or sparse, quick-compile or optimised, in memory or chunked.
+
+# Problems up to this many elements run the quick-compile variant of a program
+# (latentlab.inference.programs).
+QUICK_COMPILE_MAX_WORK = 1 << 16
+# pLSA: the EM E-step uses dense matrix products (O(D W K) multiply-adds) instead of
+# gathers and scatters at the nonzeros (O(nnz K), each several times dearer on CPU)
+# when the corpus has at least this share of nonzeros, and the dense matrix stays
+# small (at most DENSE_MAX_ENTRIES entries).  Measured per EM step: digits (51%
+# nonzero) 1.4-2.3 ms dense against 2.8-4.9 ms at the nonzeros; a 2,000 x 1,000
+# corpus with 10% nonzeros 31-39 ms against 8-13 ms.
+DENSE_MIN_DENSITY = 0.3
+DENSE_MAX_ENTRIES = 1 << 24
+# k-means: Lloyd prunes with bounds (see latentlab.closed_form.kmeans.lloyd) from this
+# many rows on
+PRUNE_MIN_ROWS = 4096
+# A np.memmap at least this large takes the chunked route; a smaller one is read into
+# memory.  joblib hands arrays above 1 MB to GridSearchCV's workers as read-only
+# memmaps: those fit in memory and must keep every method (SVI, closed forms) of the
+# in-memory route.  Wrap any array in RowChunks to choose the chunked route yourself.
+CHUNKED_MIN_BYTES = 1 << 28
+# Default rows per chunk of a chunked source: about this many bytes of float64 data
+# per chunk.
+DEFAULT_CHUNK_BYTES = 1 << 24
+# With the automatic chunk size, the rows an E-step revisits each iteration (every
+# row for a mixture, the rows with missing entries for PPCA/FA) are read once and
+# held in the compiled program when they take at most this many bytes: small
+# sources then run the in-memory program, one call per fit with no host round trip
+# per E-step.  The bound does not grow with n, so neither does the memory it costs.
+RESIDENT_BYTES = 1 << 26
+# A chunked mixture's start (k-means, or random draws) is made from every row, as in
+# memory, when they take at most this many bytes (a memmap under the same size is
+# fitted in memory anyway: CHUNKED_MIN_BYTES); from that many evenly spaced rows
+# otherwise.  The rows are held in the fit program beside the E-step's chunks.
+START_BYTES = 1 << 28
+
+# ---------------------------------------------------------- memory blocks of closed forms
+
+# Nearest neighbours: query rows per block: a 1024 x n block of distances is ~80 MB at
+# n = 10,000.
+BLOCK_ROWS = 1024
+# FastICA: elements per block: a block of the data and of g(W z) stay in cache between
+# the two products of an iteration, instead of streaming n x k twice more through
+# memory (~1.7x faster iterations for 100,000 x 20 on one CPU core than unblocked;
+# 128 KiB blocks, in a core's L2 with their g(W z), ~15% faster again than 512 KiB
+# ones)
+BLOCK_ELEMENTS = 1 << 14
+# k-means: a row part's dense Lloyd pass reads X in blocks of this many rows
+DENSE_ROWS = 2048
+# Sparse moments: rows are centred in dense blocks of this many rows (bounds the
+# densified block's memory)
+ROW_BLOCK = 4096
+# Factor retention (parallel analysis): simulated or resampled data are drawn in
+# batches of at most this many float64 entries (64 MiB), however many iterations are
+# asked for.
+BATCH_ENTRIES = 1 << 23
 
 # ----------------------------------------------------------------------------- rows
 
@@ -376,8 +501,6 @@ def topics(n_components: int, per_topic: int) -> int:
 
 
 # ---------------------------------------------------------------- row-wise maps over chunks
-
-ROWS_PER_CALL = 4096  # rows per call of a row-wise map: bounds its intermediates
 
 
 def map_row_chunks(fn, *row_arrays, chunk: int = ROWS_PER_CALL):

@@ -18,15 +18,12 @@ from functools import partial
 import jax
 import numpy as np
 
+from latentlab._shapes import E_STEP_ROWS
 from latentlab.inference.chunked import RowChunks
 from latentlab.inference.sharding import shard_rows
 from latentlab.models._gaussian_latent_moments import _chunk_stats
 
 # no __all__: a private module; latentlab.models.gaussian_latent re-exports its names
-
-# Most rows per call of the jitted per-row E-step (otherwise the chunk size): it holds
-# (K+1)^2 x rows posterior moments (the in-memory route uses 1024 rows too).
-E_STEP_ROWS = 1024
 
 _chunk_stats_jit = jax.jit(_chunk_stats)
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 
-from latentlab.inference.linalg import solve_refined, spd_inverse_columns
+from latentlab.models._linalg import solve_refined, spd_inverse_columns
 
 # no __all__: a private module; latentlab.models.gaussian_latent re-exports its names
 

@@ -24,6 +24,7 @@ from functools import partial
 import jax
 import numpy as np
 
+from latentlab._shapes import ONLINE_ROWS
 from latentlab.inference.online import stepwise_update
 from latentlab.inference.sharding import shard_rows
 from latentlab.models._gaussian_latent_moments import (
@@ -34,9 +35,6 @@ from latentlab.models._gaussian_latent_moments import (
 from latentlab.models._gaussian_latent_start import pca_solution
 
 # no __all__: a private module; latentlab.models.gaussian_latent re-exports its names
-
-# Rows of the per-row E-step (rows with missing entries) per compiled call.
-ONLINE_ROWS = 256
 
 
 # ----------------------------------------------------------------------------- coordinates

@@ -26,7 +26,7 @@ import numpyro.distributions as dist
 from jax.scipy.linalg import solve_triangular
 from numpyro.distributions import constraints
 
-from latentlab.inference.linalg import solve_refined, spd_inverse_columns
+from latentlab.models._linalg import solve_refined, spd_inverse_columns
 
 # no __all__: a private module; latentlab.models.gmm re-exports its public names
 
@@ -174,7 +174,7 @@ def conditional_components(params, X, observed, covariance_type: str):
     permutation, with Sigma_oo on the observed block and the identity elsewhere, so
     log|S| = log|Sigma_oo| and S^{-1} D (x - mu_k) = Sigma_oo^{-1}(x_o - mu_o).  All n K
     inverses come from one batched call with the batch axis last (Gauss-Jordan for
-    d <= 20, see :mod:`latentlab.inference.linalg`).
+    d <= 20, see :mod:`latentlab.models._linalg`).
     """
     K, d = params.means.shape
     cov = component_variances(params.scale, covariance_type, K, d)

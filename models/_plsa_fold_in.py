@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from latentlab._shapes import MIN_STAGE_ROWS
 from latentlab.closed_form.nmf import kl_multiplicative_terms
 from latentlab.inference.em import run_em
 from latentlab.models._plsa_algebra import (
@@ -130,10 +131,10 @@ _DOC_STEPS = {tempered: partial(_doc_objectives, tempered=tempered) for tempered
 # still moving after 20 SQUAREM cycles, a twentieth after 60, the last after ~100, and
 # the driver stops only when all have.  With a dense count matrix the documents still
 # moving are therefore gathered, every STAGE_CYCLES cycles, into batches of D, D/4,
-# D/16, ... rows, so that the long tail costs a fraction of full-batch cycles.
+# D/16, ... rows (down to latentlab._shapes.MIN_STAGE_ROWS), so that the long tail
+# costs a fraction of full-batch cycles.
 STAGE_CYCLES = 16
 STAGE_SHRINK = 4
-MIN_STAGE_ROWS = 32
 
 
 def fold_in_batch_sizes(n_docs: int) -> list[int]:

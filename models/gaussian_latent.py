@@ -300,25 +300,21 @@ def fit_padded_em(
         np.asarray(seed, np.uint32),
         np.asarray(column_variance, dtype),
     )
-    best = fit_em(
-        model,
-        start_inputs,
-        data,
-        hyper,
-        np.asarray(n, dtype),
-        np.asarray(tol, dtype),
-        max_iter=int(max_iter),
-        verbose=int(verbose),
-    )
-    return em_output(best.params, best.trace, best.n_iter, best.converged)
+    return _run_em(model, start_inputs, data, n, hyper, tol=tol, max_iter=max_iter, verbose=verbose)
 
 
 def em_from_starts(module, starts, data, n, hyper, *, tol, max_iter, verbose):
     """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
+    model = EMModel(module.e_step, module.m_step)
+    return _run_em(model, starts, data, n, hyper, tol=tol, max_iter=max_iter, verbose=verbose)
+
+
+def _run_em(model, start_inputs, data, n, hyper, *, tol, max_iter, verbose):
+    """The engine's fit on the data's dtype; (params, trace, n_iter, converged) as NumPy."""
     dtype = data.X.dtype
     result = fit_em(
-        EMModel(module.e_step, module.m_step),
-        starts,
+        model,
+        start_inputs,
         data,
         hyper,
         np.asarray(n, dtype),

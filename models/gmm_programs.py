@@ -4,9 +4,9 @@ imports it; it does not import this one), as functions of explicit arguments wit
 nothing of an estimator in them.  :class:`latentlab.GaussianMixture` validates,
 calls them and stores the fit.  In reading order:
 
-- **shape policy** -- the E-step's rows per chunk (:data:`CHUNK`,
-  :data:`MISSING_CHUNK`), components padded up to a power of two at weight exactly 0
-  (:func:`pad_components`) and programs called at one fixed row count
+- **shape policy** -- the E-step's rows per chunk (:data:`~latentlab._shapes.GMM_CHUNK`,
+  :data:`~latentlab._shapes.GMM_MISSING_CHUNK`), components padded up to a power of two
+  at weight exactly 0 (:func:`pad_components`) and programs called at one fixed row count
   (:func:`fixed_row_chunks`): they keep the number of compiled programs small (the
   compile budget).
 - **starts** -- on the host in NumPy: the standardised units EM works in,
@@ -66,7 +66,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from latentlab._chunk_tasks import mixture_rows
-from latentlab._shapes import bucket, chunked, component_bucket, em_rows, pad_rows, signature
+from latentlab._shapes import (
+    GMM_CHUNK,
+    GMM_MISSING_CHUNK,
+    GMM_SCORE_WORK,
+    bucket,
+    chunked,
+    component_bucket,
+    em_rows,
+    pad_rows,
+    signature,
+)
 from latentlab.closed_form import kmeans as km
 from latentlab.inference.chunked import RowChunks
 from latentlab.inference.em import fit_em
@@ -76,9 +86,6 @@ from latentlab.models.gaussian_latent import pilot_moments
 from latentlab.models.gmm import KMeansStart
 
 __all__ = [
-    "CHUNK",
-    "MISSING_CHUNK",
-    "SCORE_WORK",
     "pad_components",
     "fixed_row_chunks",
     "KMEANS_RUNS",
@@ -119,12 +126,8 @@ __all__ = [
 # --------------------------------------------------------------------------- shape policy
 
 
-# Rows per chunk in the E-step: complete rows hold (K, chunk, d) residuals; rows with
-# missing entries hold (chunk, K, d, d) conditional covariances for full/tied.
-CHUNK = 2048
-MISSING_CHUNK = {"full": 128, "tied": 128, "diag": 1024, "spherical": 1024}
-# Work (~flops) per call of a scoring program: sets its fixed rows per call
-SCORE_WORK = 2**22
+# Rows per chunk of the E-step and per call of the scoring programs: GMM_CHUNK,
+# GMM_MISSING_CHUNK and GMM_SCORE_WORK in latentlab._shapes.
 
 
 def pad_components(weights, means, scale, pad, covariance_type):
@@ -178,13 +181,26 @@ def user_init(weights_init, means_init, precisions_init, K, d, shift, unit, cova
     if weights_init is not None:
         weights = np.asarray(weights_init, dtype=np.float64)
         if weights.shape != (K,):
-            raise ValueError(f"weights_init must have shape ({K},), got {weights.shape}")
+            raise ValueError(
+                f"The parameter 'weights' should have the shape of ({K},), but got "
+                f"{weights.shape}: weights_init gives one weight per component"
+            )
         if np.any(weights < 0) or not np.isclose(weights.sum(), 1.0, atol=1e-6):
-            raise ValueError("weights_init must be non-negative and sum to 1")
+            raise ValueError(
+                "The parameter 'weights' should be in the range [0, 1], but got min value "
+                f"{weights.min():.5f}: weights_init must be non-negative and sum to 1"
+                if np.any(weights < 0)
+                else "The parameter 'weights' should be normalized, but got sum(weights) = "
+                f"{weights.sum():.5f}: weights_init must be non-negative and sum to 1"
+            )
     if means_init is not None:
         means = np.asarray(means_init, dtype=np.float64)
         if means.shape != (K, d):
-            raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
+            raise ValueError(
+                f"The parameter 'means' should have the shape of ({K}, {d}), but got "
+                f"{means.shape}: means_init gives one row per component (n_components={K}) "
+                f"and one column per feature ({d})"
+            )
         if not np.all(np.isfinite(means)):
             raise ValueError("means_init must be finite")
         means = (means - shift) / unit
@@ -217,16 +233,23 @@ def scale_from_precisions(prec, K, d, covariance_type):
     expected = gmm.scale_shape(covariance_type, K, d)
     if prec.shape != expected:
         raise ValueError(
-            f"precisions_init must have shape {expected} for "
-            f"covariance_type={covariance_type!r}, got {prec.shape}"
+            f"The parameter '{covariance_type} precision' should have the shape of "
+            f"{expected}, but got {prec.shape}: precisions_init must have that shape for "
+            f"covariance_type={covariance_type!r}"
         )
     if covariance_type in ("diag", "spherical"):
         if not np.all(prec > 0) or not np.all(np.isfinite(prec)):
-            raise ValueError("precisions_init must be positive")
+            raise ValueError(
+                f"The parameter '{covariance_type} precision' should be positive: "
+                "precisions_init must be positive and finite"
+            )
     try:
         return gmm.scale_from_precisions(prec, covariance_type)
     except np.linalg.LinAlgError:
-        raise ValueError("precisions_init must be symmetric positive definite") from None
+        raise ValueError(
+            f"The parameter '{covariance_type} precision' should be symmetric, "
+            "positive-definite: precisions_init must be symmetric positive definite"
+        ) from None
 
 
 def standardising_units(Xc, observed, covariance_type):
@@ -375,18 +398,19 @@ def program_key(
 def em_data(Xc, observed, dtype, covariance_type, devices):
     """The standardised data ``Xc`` (missing entries 0) as EM's row blocks
     (a :class:`~latentlab.models.gmm.GMMData`): complete rows in chunks of
-    :data:`CHUNK`, rows with missing entries (and their ``observed`` mask) in chunks
-    of :data:`MISSING_CHUNK`, split over ``devices`` (axis 1 of every block)."""
+    :data:`~latentlab._shapes.GMM_CHUNK`, rows with missing entries (and their
+    ``observed`` mask) in chunks of :data:`~latentlab._shapes.GMM_MISSING_CHUNK`, split
+    over ``devices`` (axis 1 of every block)."""
     d = Xc.shape[1]
     complete = observed.all(axis=1)
-    missing_chunk = MISSING_CHUNK[covariance_type]
+    missing_chunk = GMM_MISSING_CHUNK[covariance_type]
     no_rows = np.zeros((0, 1, d))
     data = gmm.GMMData(
         *(
             a.astype(dtype)
             for a in (
-                chunked(Xc[complete], CHUNK, em_rows),
-                chunked(np.ones(int(complete.sum())), CHUNK, em_rows),
+                chunked(Xc[complete], GMM_CHUNK, em_rows),
+                chunked(np.ones(int(complete.sum())), GMM_CHUNK, em_rows),
                 chunked(Xc[~complete], missing_chunk, em_rows) if not complete.all() else no_rows,
                 chunked(observed[~complete].astype(float), missing_chunk, em_rows)
                 if not complete.all()
@@ -524,16 +548,16 @@ def scoring_params(params, n_components, covariance_type, dtype):
 
 def rows_per_call(n_components, n_features, covariance_type, missing: bool) -> int:
     """Rows per call of the scoring programs, fixed for a fitted model (see
-    :func:`fixed_row_chunks`): about ``SCORE_WORK`` flops per call, so padding a
+    :func:`fixed_row_chunks`): about ``GMM_SCORE_WORK`` flops per call, so padding a
     single row costs little, capped by the E-step's chunk sizes, which bound the
     memory of the (rows, K, d, d) conditional covariances."""
     K, d = component_bucket(n_components), n_features
     dense = covariance_type in ("full", "tied")
     if missing:
-        per_row, cap = (K * d**3 if dense else K * d), MISSING_CHUNK[covariance_type]
+        per_row, cap = (K * d**3 if dense else K * d), GMM_MISSING_CHUNK[covariance_type]
     else:
-        per_row, cap = (K * d * d if dense else K * d), CHUNK
-    rows = 1 << (max(SCORE_WORK // max(per_row, 1), 1).bit_length() - 1)
+        per_row, cap = (K * d * d if dense else K * d), GMM_CHUNK
+    rows = 1 << (max(GMM_SCORE_WORK // max(per_row, 1), 1).bit_length() - 1)
     return int(min(max(rows, 32), cap))
 
 
@@ -748,7 +772,7 @@ class MixtureRowsPass:
         self.covariance_type = covariance_type
         self.dtype = np.dtype(dtype)
         size = source.chunk_size
-        self.rows_per_call = (min(size, CHUNK), min(size, MISSING_CHUNK[covariance_type]))
+        self.rows_per_call = (min(size, GMM_CHUNK), min(size, GMM_MISSING_CHUNK[covariance_type]))
 
     def reduce(self, name, weights, means, scale):
         assert name == "gmm_rows"

@@ -51,7 +51,7 @@ from latentlab._plsa_chunk_tasks import (
     map_chunks,
     new_block_summary,
 )
-from latentlab._shapes import bucket, fold_in_rows, topics
+from latentlab._shapes import DENSE_MAX_ENTRIES, DENSE_MIN_DENSITY, bucket, fold_in_rows, topics
 from latentlab.inference.chunked import RowChunks, host_sum, register
 from latentlab.inference.em import fit_em, run_em
 from latentlab.inference.programs import Program
@@ -77,8 +77,6 @@ __all__ = [
     # corpus
     "padded_topics",
     "pad_topics",
-    "DENSE_MIN_DENSITY",
-    "DENSE_MAX_ENTRIES",
     "takes_dense",
     "tolerance_scale",
     "build_corpus",
@@ -169,15 +167,6 @@ def pad_topics(theta, phi, n_topics):
     zeros = np.zeros((*theta.shape[:-1], pad))
     uniform = np.full((*phi.shape[:-2], pad, phi.shape[-1]), 1.0 / phi.shape[-1])
     return np.concatenate([theta, zeros], -1), np.concatenate([phi, uniform], -2)
-
-
-# The EM E-step uses dense matrix products (O(D W K) multiply-adds) instead of gathers
-# and scatters at the nonzeros (O(nnz K), each several times dearer on CPU) when the
-# corpus has at least this share of nonzeros, and the dense matrix stays small.
-# Measured per EM step: digits (51% nonzero) 1.4-2.3 ms dense against 2.8-4.9 ms at
-# the nonzeros; a 2,000 x 1,000 corpus with 10% nonzeros 31-39 ms against 8-13 ms.
-DENSE_MIN_DENSITY = 0.3
-DENSE_MAX_ENTRIES = 1 << 24
 
 
 def takes_dense(nnz: int, n_documents: int, n_words: int, n_rows: int) -> bool:

@@ -52,7 +52,6 @@ from sklearn.base import BaseEstimator
 
 __all__ = [
     "ARRAY_API",
-    "MESSAGE",
     "PRIVATE",
     "SLOW",
     "Case",
@@ -67,9 +66,6 @@ FIXTURES = {"global_random_seed": 42, "global_dtype": np.float64}
 # Why a case is not run, by category.
 ARRAY_API = "array API namespaces (torch, cupy, array-api-strict): latentlab computes in JAX"
 PRIVATE = "reads or patches scikit-learn private internals of the class"
-MESSAGE = (
-    "matches scikit-learn's exact message text; latentlab raises ValueError/warns with its own"
-)
 SLOW = "kept out to hold this file near a minute: {} (cold XLA compiles)"
 
 

@@ -181,10 +181,10 @@ def test_transform_checks_y_width():
 
 
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
-    from latentlab.inference import programs
+    from latentlab import _shapes
 
     quick = latentlab.CCA(n_components=3).fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
-    monkeypatch.setattr(programs, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    monkeypatch.setattr(_shapes, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
     optimised = latentlab.CCA(n_components=3).fit(X, Y), latentlab.KernelCCA(reg=0.5).fit(X, Y)
     for a, b in zip(quick, optimised, strict=True):
         assert_allclose(b.correlations_, a.correlations_, rtol=1e-12)

@@ -91,9 +91,9 @@ def test_blocks_with_a_remainder_give_sklearns_result(monkeypatch, n_components)
     # 997 rows in blocks of 900 elements: n_components=3, the whitened data in blocks
     # of 300 columns (three and a 97-column tail); None (k = d = 4), X's own rows in
     # blocks of 225 (four and a 97-row tail)
-    from latentlab.closed_form import ica
+    from latentlab import _shapes
 
-    monkeypatch.setattr(ica, "BLOCK_ELEMENTS", 3 * 300)
+    monkeypatch.setattr(_shapes, "BLOCK_ELEMENTS", 3 * 300)
     k = 3 if n_components else 4
     w_init = W_INIT if n_components else np.random.default_rng(3).normal(size=(k, k))
     kw = dict(n_components=n_components, w_init=w_init, tol=1e-6, algorithm="deflation")

@@ -236,11 +236,11 @@ def test_global_jax_config_untouched():
 
 
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
-    from latentlab.inference import programs
+    from latentlab import _shapes
 
     settings = dict(n_components=2, kernel="rbf", gamma=0.3, fit_inverse_transform=True)
     quick = latentlab.KernelPCA(**settings).fit(IRIS)
-    monkeypatch.setattr(programs, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    monkeypatch.setattr(_shapes, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
     optimised = latentlab.KernelPCA(**settings).fit(IRIS)
     assert_allclose(optimised.eigenvalues_, quick.eigenvalues_, rtol=1e-12)
     assert_allclose(optimised.transform(NEW), quick.transform(NEW), atol=1e-12)

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from latentlab.inference.linalg import GAUSS_JORDAN_MAX_SIZE, solve_refined, spd_inverse_columns
+from latentlab.models._linalg import GAUSS_JORDAN_MAX_SIZE, solve_refined, spd_inverse_columns
 
 
 @pytest.mark.parametrize("K", [1, 5, GAUSS_JORDAN_MAX_SIZE, GAUSS_JORDAN_MAX_SIZE + 5])

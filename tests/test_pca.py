@@ -273,10 +273,10 @@ def test_unknown_whitening_method_raises():
 
 
 def test_quick_compile_path_matches_optimised_path(monkeypatch):
-    from latentlab.inference import programs
+    from latentlab import _shapes
 
     quick = latentlab.PCA(n_components=2, svd_solver="full").fit(IRIS)
-    monkeypatch.setattr(programs, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
+    monkeypatch.setattr(_shapes, "QUICK_COMPILE_MAX_WORK", -1)  # every call optimised
     optimised = latentlab.PCA(n_components=2, svd_solver="full").fit(IRIS)
     assert_allclose(optimised.components_, quick.components_, atol=1e-13)
     assert_allclose(optimised.transform(IRIS[:9]), quick.transform(IRIS[:9]), atol=1e-12)

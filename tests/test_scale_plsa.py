@@ -128,7 +128,7 @@ def test_text_like_sparse_tempered_corpus_equals_the_in_memory_fit():
     """A corpus as sparse as text (about 8% nonzero, under the dense layout's density):
     the chunked route's nonzeros layout, its host fold-in and tempered EM, from a COO
     matrix (converted to CSR once, since COO cannot be sliced by rows)."""
-    from latentlab.models.plsa_programs import DENSE_MIN_DENSITY
+    from latentlab._shapes import DENSE_MIN_DENSITY
 
     rng = np.random.default_rng(3)
     phi = rng.dirichlet(np.full(400, 0.05), K)

@@ -30,13 +30,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from latentlab import _shapes
 from latentlab.closed_form._linalg import eigh_descending
 from latentlab.closed_form.pca import scatter_about_mean
 from latentlab.closed_form.whitening import principal_whitening
 from latentlab.inference.programs import program
 
 __all__ = [
-    "BLOCK_ELEMENTS",
     "Blocks",
     "CONTRASTS",
     "RowBlocks",
@@ -128,13 +128,6 @@ def symmetric_decorrelation(W):
     return (U / jnp.sqrt(s)) @ (U.T @ W)
 
 
-# Elements per block: a block of the data and of g(W z) stay in cache between the two
-# products of an iteration, instead of streaming n x k twice more through memory (~1.7x
-# faster iterations for 100,000 x 20 on one CPU core than unblocked; 128 KiB blocks, in
-# a core's L2 with their g(W z), ~15% faster again than 512 KiB ones)
-BLOCK_ELEMENTS = 1 << 14
-
-
 class Blocks(NamedTuple):
     """Whitened data (k, n) as ``main`` (n_blocks, k, block) plus ``tail`` (k, rest)."""
 
@@ -148,10 +141,10 @@ class Blocks(NamedTuple):
 
 def column_blocks(X, M=None, shift=None) -> Blocks:
     """``(X @ M - shift)^T`` (default ``X^T``) cut into column blocks of about
-    ``BLOCK_ELEMENTS / k`` columns, computed block by block (no transposed copy of X)."""
+    ``_shapes.BLOCK_ELEMENTS / k`` columns, computed block by block (no transposed copy of X)."""
     n, d = X.shape
     k = d if M is None else M.shape[1]
-    block = max(min(BLOCK_ELEMENTS // k, n), 1)
+    block = max(min(_shapes.BLOCK_ELEMENTS // k, n), 1)
     n_main = n // block * block
     rows = X[:n_main].reshape(-1, block, d)
     if M is None:
@@ -162,7 +155,7 @@ def column_blocks(X, M=None, shift=None) -> Blocks:
 
 class RowBlocks(NamedTuple):
     """The data through a change of basis, ``z = basis^T (x - mean)``, held as X's own
-    rows (n, d), read about ``BLOCK_ELEMENTS / d`` rows at a time (no copy of X).
+    rows (n, d), read about ``_shapes.BLOCK_ELEMENTS / d`` rows at a time (no copy of X).
     ``mean`` None: not centred; ``basis`` None: the identity."""
 
     X: jax.Array
@@ -189,7 +182,7 @@ def block_sums(fn, blocks: Blocks | RowBlocks, init):
     if isinstance(blocks, RowBlocks):
         # blocks sliced from X in the loop: X[:n_main].reshape(...) would copy X
         X = blocks.X
-        size = max(min(BLOCK_ELEMENTS // X.shape[1], X.shape[0]), 1)
+        size = max(min(_shapes.BLOCK_ELEMENTS // X.shape[1], X.shape[0]), 1)
         n_main = X.shape[0] // size * size
 
         def add_rows(total, start):

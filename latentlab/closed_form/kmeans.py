@@ -23,6 +23,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from latentlab._shapes import DENSE_ROWS, PRUNE_MIN_ROWS
 from latentlab.inference.programs import program
 
 __all__ = [
@@ -39,13 +40,11 @@ __all__ = [
 ]
 
 
-# Lloyd prunes with bounds (see :func:`lloyd`) from this many rows on
-PRUNE_MIN_ROWS = 4096
-# ... in this many independent row parts, which XLA's CPU runtime can run on as many
-# threads (scikit-learn's Lloyd splits rows over its OpenMP threads the same way)
+# Lloyd prunes with bounds (see :func:`lloyd`) from PRUNE_MIN_ROWS rows on, in this
+# many independent row parts, which XLA's CPU runtime can run on as many threads
+# (scikit-learn's Lloyd splits rows over its OpenMP threads the same way); a part's
+# dense pass reads X in blocks of DENSE_ROWS rows (both in latentlab._shapes)
 ROW_PARTS = 2
-# ... and a part's dense pass reads X in blocks of this many rows
-DENSE_ROWS = 2048
 
 
 class KMeansResult(NamedTuple):

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from latentlab._shapes import bucket
+from latentlab._shapes import BLOCK_ROWS, bucket
 from latentlab.inference.programs import program
 
 __all__ = [
@@ -35,8 +35,6 @@ __all__ = [
     "link_components",
 ]
 
-# Query rows per block: a 1024 x n block of distances is ~80 MB at n = 10,000.
-BLOCK_ROWS = 1024
 # Up to this many features the k nearest are found with a k-d tree (see kneighbors).
 KD_TREE_MAX_FEATURES = 10
 

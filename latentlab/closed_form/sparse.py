@@ -13,14 +13,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from latentlab._shapes import bucket
+from latentlab._shapes import ROW_BLOCK, bucket
 
 __all__ = ["sparse_moments", "sparse_scatter", "sparse_coordinates", "host_kernel"]
 
 # Column means at most this large against the column's spread keep X^T X - n mu mu^T
 # accurate (the guard of latentlab.inference.summaries.scatter_about_mean).
 SAFE_RATIO = 1e4
-ROW_BLOCK = 4096
 
 
 def sparse_moments(X):

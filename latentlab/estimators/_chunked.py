@@ -11,14 +11,14 @@ missing entries, which it reads again and passes through one jitted chunk functi
 at a fixed number of rows (the model's
 :class:`~latentlab.models.gaussian_latent.GaussianRowsPass`).  The driver, its
 starts and its SQUAREM arithmetic are the in-memory program's, so parameters and
-trace equal the in-memory fit's to round-off
-(the mixture's k-means start sees every row, as in memory, up to :data:`START_BYTES`;
-the mixture's own chunked fit is ``GaussianMixture._fit_chunked``).
+trace equal the in-memory fit's to round-off (the mixture's k-means start sees every
+row, as in memory, up to :data:`~latentlab._shapes.START_BYTES`; the mixture's own
+chunked fit is ``GaussianMixture._fit_chunked``).
 
 Rows an E-step revisits (PPCA/FA: those with missing entries; the mixture: every
 row) that fit in ``source.resident_rows`` are instead read once and held in the
 program, which is then the in-memory one: small sources pay no host round trip per
-E-step (:data:`latentlab.inference.chunked.RESIDENT_BYTES`).
+E-step (:data:`latentlab._shapes.RESIDENT_BYTES`).
 
 Row outputs (``score_samples``, ``transform``) of a Dask array are Dask arrays.
 """
@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from latentlab._chunk_tasks import pilot_mean, summarise_block, summarise_chunk
+from latentlab._shapes import START_BYTES
 from latentlab._validation import check_column_scales
 from latentlab.closed_form.eigensolvers import one_blas_thread
 from latentlab.inference.chunked import (
@@ -50,7 +51,6 @@ from latentlab.models.gaussian_latent import (
 )
 
 __all__ = [
-    "START_BYTES",
     "GaussianSummary",
     "fit_gaussian_latent",
     "forget_feature_names",
@@ -61,12 +61,6 @@ __all__ = [
     "start_rows",
     "summarise_gaussian",
 ]
-
-# A mixture's start (k-means, or random draws) is made from every row, as in memory,
-# when they take at most this many bytes (a memmap under the same size is fitted in
-# memory anyway: CHUNKED_MIN_BYTES); from that many evenly spaced rows otherwise.
-# The rows are held in the fit program beside the E-step's chunks.
-START_BYTES = 1 << 28
 
 # ----------------------------------------------------------------------------- summary
 
@@ -246,8 +240,8 @@ def fit_gaussian_latent(est, source: RowChunks):
 
 def start_rows(source: RowChunks, every_row: bool) -> np.ndarray:
     """The rows a mixture's start is made from (float64): with ``every_row``, all of
-    them when they take at most :data:`START_BYTES`, else that many rows evenly spaced
-    over the source; otherwise the first chunk."""
+    them when they take at most :data:`~latentlab._shapes.START_BYTES`, else that many
+    rows evenly spaced over the source; otherwise the first chunk."""
     n, d = source.shape
     if not every_row:
         return source.read(0, min(n, source.chunk_size))

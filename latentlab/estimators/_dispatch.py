@@ -3,8 +3,9 @@
 JAX compiles once per input shape, and on CPU XLA spends ~0.3-1 s compiling each of
 these programs -- far longer than running them on a small data set.  Two remedies:
 
-* :func:`call` runs small problems (at most ``QUICK_COMPILE_MAX_WORK`` elements) through
-  the quick-compile variant of a :class:`~latentlab.inference.programs.Program`.
+* :func:`call` runs small problems (at most
+  :data:`latentlab._shapes.QUICK_COMPILE_MAX_WORK` elements) through the quick-compile
+  variant of a :class:`~latentlab.inference.programs.Program`.
 * :func:`map_rows` pads the number of rows of row-wise maps (transform, score_samples,
   pre-images) up to a bucket, so cross-validation folds, single rows and the many small
   arrays of scikit-learn's checks share one compiled program.
@@ -24,9 +25,9 @@ import numpy as np
 
 from latentlab._shapes import map_rows_bucket as row_bucket
 from latentlab._shapes import pad_rows
-from latentlab.inference.programs import QUICK_COMPILE_MAX_WORK, Program
+from latentlab.inference.programs import Program
 
-__all__ = ["QUICK_COMPILE_MAX_WORK", "call", "map_rows", "row_bucket", "to_device"]
+__all__ = ["call", "map_rows", "row_bucket", "to_device"]
 
 
 def call(compiled: Program, work: int, *args, **static):

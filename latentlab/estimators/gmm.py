@@ -51,7 +51,14 @@ from latentlab._settings import (
     Verbose,
     scale_settings,
 )
-from latentlab._shapes import em_rows, mixture_components, pad_rows, padded_size
+from latentlab._shapes import (
+    GMM_CHUNK,
+    GMM_MISSING_CHUNK,
+    em_rows,
+    mixture_components,
+    pad_rows,
+    padded_size,
+)
 from latentlab._validation import (
     check_data,
     check_level,
@@ -80,8 +87,6 @@ from latentlab.inference.online import check_learning_decay, stepwise_update
 from latentlab.inference.sharding import row_mesh
 from latentlab.models import gmm
 from latentlab.models.gmm_programs import (
-    CHUNK,
-    MISSING_CHUNK,
     MixtureRowsPass,
     centred_moments,
     conditional_chunks,
@@ -111,6 +116,11 @@ __all__ = ["GaussianMixture"]
 
 INIT_METHODS = ("kmeans", "k-means++", "random", "random_from_data")
 METHODS = ("em", "map", "svi")
+# scikit-learn's ConvergenceWarning words, ahead of latentlab's
+NOT_CONVERGED_LEAD = (
+    "Best performing initialization did not converge. Try different init parameters, "
+    "or increase max_iter, tol, or check for degenerate data"
+)
 
 
 # ---------------------------------------------------------------- degenerate fits
@@ -465,7 +475,7 @@ class GaussianMixture(LatentEstimator):
         rng = check_random_state(self.random_state)
         need_resp = weights is None or means is None or scale is None
         n_starts = self.n_init if previous is None else 1
-        rows = int(np.prod(padded_size(n, CHUNK, em_rows)))
+        rows = int(np.prod(padded_size(n, GMM_CHUNK, em_rows)))
         # EM runs with padding components up to the bucket (at weight 0, they change
         # nothing): one compiled program serves every n_components in it
         padded = K
@@ -569,7 +579,7 @@ class GaussianMixture(LatentEstimator):
                 step = int(self.n_iter_)
             # rows per compiled call: the first chunk's bucket, so equal chunks share one
             bucket_rows = int(state["rows_per_call"])
-            rows = (min(bucket_rows, CHUNK), min(bucket_rows, MISSING_CHUNK[ctype]))
+            rows = (min(bucket_rows, GMM_CHUNK), min(bucket_rows, GMM_MISSING_CHUNK[ctype]))
 
             def chunk_statistics(params):
                 count, sum_dx, sum_dxx, loglik = mixture_rows(
@@ -676,13 +686,13 @@ class GaussianMixture(LatentEstimator):
             )
         # max_iter=0 asks for the start itself: no warning (as scikit-learn)
         if not self.converged_ and not breakdown and self.max_iter > 0:
-            warn_not_converged(self)
+            warn_not_converged(self, lead=NOT_CONVERGED_LEAD)
         return self
 
     def _fit_chunked(self, source, previous):
         """``GaussianMixture.fit`` on a chunked source: EM over every row each iteration
         (responsibilities) from the in-memory fit's start -- made from every row, up to
-        :data:`~latentlab.estimators._chunked.START_BYTES` of them (beyond: from that
+        :data:`~latentlab._shapes.START_BYTES` of them (beyond: from that
         many evenly spaced rows) -- unless ``weights_init``, ``means_init`` and
         ``precisions_init`` are all given (or ``warm_start``).  Up to that size the EM
         iterates are the in-memory fit's to round-off."""
@@ -724,7 +734,7 @@ class GaussianMixture(LatentEstimator):
             held = ~np.isnan(X)
             padded = mixture_components(K, estep_work(held, self.covariance_type))
         n_starts = self.n_init if previous is None else 1
-        rows = int(np.prod(padded_size(m, CHUNK, em_rows)))
+        rows = int(np.prod(padded_size(m, GMM_CHUNK, em_rows)))
         with self._precision():
             dtype = np.dtype(self.dtype)
             reg = variance_floor(unit, dtype, self.reg_covar).astype(dtype)
@@ -1049,7 +1059,10 @@ class GaussianMixture(LatentEstimator):
         """Draw ``(X, component labels)`` from the fitted mixture's generative story
         (:func:`latentlab.models.gmm.draw_samples`, in float64 on the host)."""
         check_is_fitted(self)
-        n_samples = check_positive_int("n_samples", n_samples)
+        try:
+            n_samples = check_positive_int("n_samples", n_samples)
+        except ValueError as error:  # scikit-learn's words first
+            raise ValueError(f"Invalid value for 'n_samples': {error}") from None
         p = self.params_
         return gmm.draw_samples(
             check_random_state(random_state),

@@ -15,7 +15,7 @@ from sklearn.utils.validation import (
 )
 
 from latentlab._settings import Boolean, Dtype, Integer, Options, RandomState, Real
-from latentlab._shapes import bucket
+from latentlab._shapes import PAD_MAX_ENTRIES, bucket
 from latentlab._validation import check_codes, check_data, kept_float_dtype
 from latentlab.closed_form import nmf as nmf_algebra
 from latentlab.estimators._dispatch import call, to_device
@@ -33,8 +33,6 @@ INITS = ("random", "nndsvd", "nndsvda", "nndsvdar", "custom")
 SOLVERS = ("cd", "mu")
 # beta_loss names, as scikit-learn's: the beta of each
 LOSS_NAMES = {"frobenius": 2.0, "kullback-leibler": 1.0, "itakura-saito": 0.0}
-# Inputs up to this many entries are padded to row and column buckets (see _run).
-PAD_MAX_ENTRIES = 1 << 18
 
 
 class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, LatentEstimator):

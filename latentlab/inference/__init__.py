@@ -12,6 +12,9 @@
   memory and rows summed on the host (:mod:`~latentlab.inference.chunked`: memmaps,
   Dask, any ``RowChunks``; the E-step then sums through ``host_sum`` callbacks) and
   rows split over devices (:mod:`~latentlab.inference.sharding`).
+* :mod:`~latentlab.inference.online` -- the one stepwise (online) EM driver behind every
+  ``partial_fit``: a model gives a chunk's average statistics and its M-step, the
+  driver mixes them into the running average with Cappe & Moulines' step sizes.
 * :mod:`~latentlab.inference.svi` -- MAP and SVI on the model's NumPyro declaration, and
   the multi-start driver.
 * :mod:`~latentlab.inference.posterior` -- posterior draws (NUTS, SVI, Laplace) of any

@@ -31,12 +31,10 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from latentlab._shapes import CHUNKED_MIN_BYTES, DEFAULT_CHUNK_BYTES, RESIDENT_BYTES
 from latentlab.inference.summaries import scatter_about_mean
 
 __all__ = [
-    "CHUNKED_MIN_BYTES",
-    "DEFAULT_CHUNK_BYTES",
-    "RESIDENT_BYTES",
     "RowChunks",
     "Moments",
     "merge_moments",
@@ -48,20 +46,6 @@ __all__ = [
     "register",
     "host_sum",
 ]
-
-# A np.memmap at least this large takes the chunked route; a smaller one is read into
-# memory.  joblib hands arrays above 1 MB to GridSearchCV's workers as read-only
-# memmaps: those fit in memory and must keep every method (SVI, closed forms) of the
-# in-memory route.  Wrap any array in RowChunks to choose the chunked route yourself.
-CHUNKED_MIN_BYTES = 1 << 28
-# Default rows per chunk: about this many bytes of float64 data per chunk.
-DEFAULT_CHUNK_BYTES = 1 << 24
-# With the automatic chunk size, the rows an E-step revisits each iteration (every
-# row for a mixture, the rows with missing entries for PPCA/FA) are read once and
-# held in the compiled program when they take at most this many bytes: small
-# sources then run the in-memory program, one call per fit with no host round trip
-# per E-step.  The bound does not grow with n, so neither does the memory it costs.
-RESIDENT_BYTES = 1 << 26
 
 
 def is_dask(X) -> bool:
@@ -92,7 +76,7 @@ class RowChunks:
         float64 rows; for a Dask array, its largest row block.  Rows that the E-step
         revisits each iteration are held in the compiled program when there are at
         most ``resident_rows`` of them: one chunk's rows for a given ``chunk_size``,
-        with the default also up to :data:`RESIDENT_BYTES` of float64 rows.
+        with the default also up to :data:`~latentlab._shapes.RESIDENT_BYTES` of float64 rows.
 
     Examples
     --------

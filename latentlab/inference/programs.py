@@ -18,10 +18,10 @@ import functools
 
 import jax
 
-__all__ = ["QUICK_COMPILE_MAX_WORK", "Program", "program"]
+from latentlab import _shapes
 
-# Problems up to this many elements run the quick-compile variant.
-QUICK_COMPILE_MAX_WORK = 1 << 16
+__all__ = ["Program", "program"]
+
 _QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
@@ -44,7 +44,7 @@ class Program:
 
     def for_work(self, work: int):
         """The variant for a problem of about ``work`` elements."""
-        return self.quick if work <= QUICK_COMPILE_MAX_WORK else self.full
+        return self.quick if work <= _shapes.QUICK_COMPILE_MAX_WORK else self.full
 
     def __call__(self, *args, **kwargs):
         return self.full(*args, **kwargs)

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from latentlab._shapes import BATCH_ENTRIES
 from latentlab._validation import check_option, check_positive_int
 from latentlab.psychometrics._correlation import (
     correlation_input,
@@ -23,10 +24,6 @@ from latentlab.psychometrics._correlation import (
 )
 
 __all__ = ["how_many_factors", "parallel_analysis", "velicer_map"]
-
-#: Simulated or resampled data are drawn in batches of at most this many float64
-#: entries (64 MiB), however many iterations are asked for.
-_BATCH_ENTRIES = 1 << 23
 
 
 def _descending_eigenvalues(R: np.ndarray) -> np.ndarray:
@@ -196,7 +193,7 @@ def parallel_analysis(
     for what, values in observed.items():
         columns[f"observed_{what}"] = values[0]
 
-    batch = max(1, _BATCH_ENTRIES // (n * d))
+    batch = max(1, BATCH_ENTRIES // (n * d))
     references = {"simulated": []}
     for start in range(0, n_iter, batch):
         size = min(batch, n_iter - start)

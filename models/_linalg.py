@@ -1,4 +1,5 @@
-"""Batched small-matrix linear algebra for E-steps over rows with missing entries.
+"""Batched small-matrix linear algebra for E-steps over rows with missing entries
+(used by the Gaussian latent models and the mixture, so it lives beside them).
 
 Every such row has its own small SPD matrix (a posterior precision, or a
 component's covariance restricted to the observed coordinates).  XLA's batched
