@@ -19,9 +19,18 @@
   against 0.8 s), more than they save.  XLA's graph-level optimisations are the same
   at every level; the machine code may round differently (another summation order),
   within the tolerances the tests state.
+- Files run longest first.  pytest-xdist's ``--dist loadfile`` hands a worker the next
+  file in the queue when it is done with one; its default queue orders files by their
+  number of tests, which puts the files with few but slow tests (subprocesses, fits on
+  real data, notebooks) last, and one worker then runs them alone while the other
+  idles.  With ``--no-loadscope-reorder`` (``pyproject.toml``) the queue is the
+  collection order, which :func:`pytest_collection_modifyitems` sets: the files of
+  :data:`SLOW_FILES` first, slowest first, then the rest by their number of tests, so
+  the last file a worker starts is a short one (longest-processing-time-first).
 """
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -29,6 +38,38 @@ MAPPINGS_LIMIT = 30_000
 
 
 UNOPTIMISED = "--xla_backend_optimization_level=0"
+
+# The slowest test files, slowest first (worker seconds on 2 cores, 2026-11: several
+# minutes for the first, about a minute for the last).  A file missing here only runs
+# later; the order matters most for the first few.
+SLOW_FILES = (
+    "test_sklearn_suites.py",
+    "test_quasi_newton_phase.py",
+    "test_plsa.py",
+    "test_factor_analysis.py",
+    "test_padding.py",
+    "test_generative_contract.py",
+    "test_save_load.py",
+    "test_cache.py",
+    "test_supervised_pca.py",
+    "test_bpca.py",
+    "test_examples.py",
+    "test_cli.py",
+    "test_sklearn_suites_projections.py",
+    "test_sklearn_suites_cluster.py",
+    "test_compile_counts.py",
+    "test_nmf.py",
+    "test_rotation.py",
+    "test_devices.py",
+    "test_gmm.py",
+    "test_imputer.py",
+    "test_compare.py",
+    "test_em_monotone.py",
+    "test_input_validation.py",
+    "test_sklearn_suites_manifold.py",
+    "test_lda.py",
+    "test_pca.py",
+)
 
 
 def pytest_configure(config):
@@ -40,6 +81,19 @@ def pytest_configure(config):
     if "LATENTLAB_CACHE_DIR" in os.environ or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return  # the caller chose a cache (or none) already
     os.environ["LATENTLAB_CACHE_DIR"] = ""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order the files longest first (see the module docstring); a file's tests keep
+    their order.  Deterministic, so every xdist worker collects the same list."""
+    files = [item.nodeid.split("::")[0] for item in items]
+    tests_per_file = Counter(files)
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    order = {
+        path: (rank.get(os.path.basename(path), len(rank)), -tests_per_file[path], path)
+        for path in tests_per_file
+    }
+    items.sort(key=lambda item: order[item.nodeid.split("::")[0]])  # stable
 
 
 def _mappings() -> int:
