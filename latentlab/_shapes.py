@@ -57,6 +57,9 @@ in sections:
   :data:`RESIDENT_BYTES`, :data:`START_BYTES`);
 * **memory blocks of closed forms** -- :data:`BLOCK_ROWS`, :data:`BLOCK_ELEMENTS`,
   :data:`DENSE_ROWS`, :data:`ROW_BLOCK`, :data:`BATCH_ENTRIES`;
+* **iteration limits** -- EM's trace holds :func:`trace_capacity` entries, a power of
+  two, and the limit itself is an input of the program, so fits that differ only in
+  ``max_iter`` share one;
 * then the row rules, the component rules with their cost models, and the row-wise
   map over chunks (:func:`map_row_chunks`).
 """
@@ -110,6 +113,7 @@ __all__ = [
     "padded_size",
     "search_grid",
     "signature",
+    "trace_capacity",
     "topic_bucket",
     "topics",
 ]
@@ -315,6 +319,14 @@ def ladder(k: int) -> int:
         return 2
     power = 1 << (k - 1).bit_length()  # k <= power < 2k
     return power * 3 // 4 if power >= 8 and k <= power * 3 // 4 else power
+
+
+def trace_capacity(max_iter: int) -> int:
+    """The length of EM's trace buffer for ``max_iter`` iterations: the next power of
+    two, at least 8 (0 stays 0: no EM step).  The limit itself is an input of the
+    compiled program, so fits that differ only in ``max_iter`` within a power of two
+    share one (scikit-learn's checks run one estimator at 1, 2, 5, 100, ...)."""
+    return 0 if max_iter <= 0 else powers(max_iter, smallest=8)
 
 
 def padded_count(

@@ -76,6 +76,7 @@ from latentlab._shapes import (
     em_rows,
     pad_rows,
     signature,
+    trace_capacity,
 )
 from latentlab.closed_form import kmeans as km
 from latentlab.inference.chunked import RowChunks
@@ -387,7 +388,7 @@ def program_key(
         rows=(n, d, int(np.sum(~observed.all(axis=1)))),
         covariance_type=covariance_type,
         n_starts=int(n_starts),
-        max_iter=int(max_iter),
+        max_iter=trace_capacity(int(max_iter)),  # the limit itself is an input
         accelerate=bool(accelerate),
         verbose=int(verbose),
         dtype=str(np.dtype(dtype)),

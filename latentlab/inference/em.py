@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from latentlab._shapes import trace_capacity
 from latentlab.inference.programs import program
 from latentlab.inference.quasi_newton import MAX_PARAMETERS, maximise_in_box
 
@@ -209,6 +210,7 @@ def run_em(
     lazy_objective: bool = False,
     blockwise: bool = False,
     keep_starts: bool = False,
+    limit=None,
 ):
     """Run EM from each start in ``params0`` (leading axis = starts); keep the best.
 
@@ -231,6 +233,10 @@ def run_em(
     discarded for theta2 (plain EM, unchecked), and that cycle is neither counted
     nor traced.  The trace is thus as monotone as plain EM's whatever the
     extrapolation does.  ``max_iter`` counts the cycles kept.
+
+    ``limit`` (a traced integer, at most ``max_iter``), when given, is the iteration
+    limit and ``max_iter`` only the trace's length: fits that differ in their limit
+    then share one compiled program (:func:`latentlab._shapes.trace_capacity`).
     The E- and M-step appear once in the compiled program (inside a ``scan`` over
     the cycle's sub-steps), which keeps compile times short.
 
@@ -349,9 +355,11 @@ def run_em(
                 breakdown = ~jnp.isfinite(objective)
                 block_ok = (j > 0) & change_ok
             converged = (j > 0) & ~breakdown & change_ok
-            done = breakdown | converged | (j == max_iter)
-            trace = state.trace
-            trace = jnp.where((j > 0) & ~breakdown, trace.at[j - 1].set(total(objective)), trace)
+            done = breakdown | converged | (j == (max_iter if limit is None else limit))
+            # one entry written (a select over the whole trace would cost its length)
+            slot = jnp.maximum(j - 1, 0)
+            recorded = jnp.where((j > 0) & ~breakdown, total(objective), state.trace[slot])
+            trace = state.trace.at[slot].set(recorded)
             if verbose:
                 # lax.cond would become a select under vmap (one call per start): decide there
                 show = (j > 0) & (j % verbose == 0) & ~state.done & ~rejected
@@ -497,6 +505,7 @@ def em_program(
     n_samples,
     tol,
     finish_inputs=None,
+    limit=None,
     *,
     max_iter: int,
     accelerate: bool,
@@ -506,7 +515,8 @@ def em_program(
     """A whole EM fit as one compiled program: the model's starts, EM from each
     (:func:`run_em`; ``max_iter=0``: :func:`evaluate_starts`), then the model's
     ``finish`` where it has one.  Everything else of a fit runs on the host, so a
-    cold fit compiles this program alone."""
+    cold fit compiles this program alone.  ``limit``: :func:`run_em`'s (an input, so
+    ``max_iter`` is only the trace's length)."""
     settings = dict(model.settings)
     if model.starts is None:
         starts = start_inputs
@@ -530,6 +540,7 @@ def em_program(
             verbose=verbose,
             lazy_objective=model.lazy_objective,
             keep_starts=keep_starts,
+            limit=limit,
         )
     if model.finish is None:
         return result
@@ -626,7 +637,10 @@ def fit_em(
     optimised program).  The stopping rule is :func:`run_em`'s (a change of at most
     ``tol * n_samples``), and :func:`polish_em`'s reads the same."""
     coordinates = polish_coordinates(model, start_inputs, data, hyper)
-    cycles = min(max_iter, POLISH_AFTER) if coordinates is not None else max_iter
+    if coordinates is not None:  # EM's phase is at most POLISH_AFTER cycles: one program
+        cycles = capacity = min(max_iter, POLISH_AFTER)
+    else:  # the limit an input, the trace a power of two long: max_iter shares programs
+        cycles, capacity = max_iter, trace_capacity(max_iter)
     fit = em_program if work is None else em_program.for_work(work)
     out = fit(
         model,
@@ -636,7 +650,8 @@ def fit_em(
         n_samples,
         tol,
         finish_inputs,
-        max_iter=cycles,
+        np.asarray(cycles, np.int32),
+        max_iter=capacity,
         accelerate=accelerate,
         verbose=verbose,
         keep_starts=model.finish is None,
