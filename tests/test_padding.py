@@ -237,3 +237,53 @@ def test_compile_counts_of_a_fit_and_of_a_rank_search():
     # bucket where a fit needs it (a program of its own since the fits EM settles
     # skip it; 6 before the phase)
     assert counts["fa_rank_search_missing"] <= 8, counts
+
+
+# -- iteration limits --------------------------------------------------------------------
+
+
+def test_trace_capacity_rule():
+    assert [_shapes.trace_capacity(m) for m in (0, 1, 5, 8, 9, 100, 500)] == [
+        0, 8, 8, 8, 16, 128, 512,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_fits_that_differ_only_in_max_iter_share_a_program(covariance_type):
+    """max_iter is an input of EM's program: after the first fit, limits within its
+    power of two compile nothing, and a limited fit is the unlimited one cut short
+    (same start, same iterates: its trace is a prefix of the longer one's)."""
+    from jax import monitoring
+
+    X = np.random.default_rng(3).random((83, 3))  # no clusters: EM creeps
+    compiles = []
+
+    def count(name, duration, **kwargs):
+        if name == "/jax/core/compile/backend_compile_duration":
+            compiles.append(name)
+
+    def fit(max_iter):
+        return latentlab.GaussianMixture(
+            3,
+            covariance_type=covariance_type,
+            max_iter=max_iter,
+            tol=1e-12,
+            accelerate=False,  # single EM steps: many before tol
+            random_state=0,
+        ).fit(X)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the limited fits do not converge
+        longest = fit(16)
+        monitoring.register_event_duration_secs_listener(count)
+        try:
+            limited = {m: fit(m) for m in (9, 12, 15)}
+        finally:
+            monitoring.unregister_event_duration_listener(count)
+    assert compiles == []
+    assert longest.n_iter_ > 9, longest.n_iter_  # the limits bind
+    for m, est in limited.items():
+        assert est.n_iter_ == min(m, longest.n_iter_)
+        np.testing.assert_array_equal(est.log_likelihoods_, longest.log_likelihoods_[: est.n_iter_])
