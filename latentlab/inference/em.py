@@ -237,6 +237,7 @@ def run_em(
     ``limit`` (a traced integer, at most ``max_iter``), when given, is the iteration
     limit and ``max_iter`` only the trace's length: fits that differ in their limit
     then share one compiled program (:func:`latentlab._shapes.trace_capacity`).
+
     The E- and M-step appear once in the compiled program (inside a ``scan`` over
     the cycle's sub-steps), which keeps compile times short.
 
