@@ -211,7 +211,8 @@ def _mixture_state(est) -> dict[str, Field]:
         "params_/weights": _field("K", "simplex"),
         "params_/means": _field("Kd"),
         "params_/scale": _field(shape, check),
-        # the covariance penalty's target variances (covariance_prior > 0)
+        # the covariance penalty's pseudo-rows and target variances (when tau > 0)
+        "covariance_prior_": _field("", "nonneg", OPTIONAL),
         "covariance_prior_variance_": _field("d", "positive", OPTIONAL),
         "n_samples_seen_": _field("", "count", STREAM),
         "online_state_/shift": _field("d", "real", STREAM),

@@ -107,8 +107,11 @@ CASES = {
         for ct in ("full", "tied", "diag", "spherical")
     },
     **{
+        # maximum likelihood (covariance_prior="auto" would penalise full covariances)
         f"GMM-{ct}-missing": Case(
-            lambda ct=ct: GaussianMixture(3, covariance_type=ct, random_state=0),
+            lambda ct=ct: GaussianMixture(
+                3, covariance_type=ct, covariance_prior=0.0, random_state=0
+            ),
             clusters,
             True,
             "loglik",

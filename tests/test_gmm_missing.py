@@ -72,9 +72,12 @@ def data():
 
 @pytest.fixture(scope="module")
 def fits(data):
+    """Maximum-likelihood fits (covariance_prior=0: "auto" would penalise full ones)."""
     _, X_missing, _, _ = data
     return {
-        ct: GaussianMixture(K, covariance_type=ct, n_init=2, random_state=0).fit(X_missing)
+        ct: GaussianMixture(
+            K, covariance_type=ct, covariance_prior=0.0, n_init=2, random_state=0
+        ).fit(X_missing)
         for ct in COVARIANCE_TYPES
     }
 
@@ -190,7 +193,8 @@ def test_padding_components_change_nothing_with_missing_entries(
     monkeypatch, data, fits, covariance_type
 ):
     _, X_missing, _, _ = data
-    kwargs = dict(covariance_type=covariance_type, n_init=2, random_state=0)  # as `fits`
+    # full covariances: with "auto"'s penalty on (fits is maximum likelihood)
+    kwargs = dict(covariance_type=covariance_type, n_init=2, random_state=0)
     padded, plain = fit_with_and_without_padding(monkeypatch, X_missing, **kwargs)
     assert_same_fit(padded, plain, X_missing)
     np.testing.assert_allclose(padded.impute(X_missing), plain.impute(X_missing), rtol=1e-10)
@@ -228,7 +232,14 @@ def test_uncentred_data_keeps_its_digits(data, fits, covariance_type, dtype):
     E[x^2] - E[x]^2 at 1e16."""
     _, X_missing, hidden, _ = data
     ref = fits[covariance_type]  # float64 on X itself
-    est = GaussianMixture(K, covariance_type=covariance_type, n_init=2, random_state=0, dtype=dtype)
+    est = GaussianMixture(
+        K,
+        covariance_type=covariance_type,
+        covariance_prior=0.0,
+        n_init=2,
+        random_state=0,
+        dtype=dtype,
+    )
     X_far = X_missing + OFFSET
     est.fit(X_far)
     # the starts may converge to the same optimum under another labelling
@@ -286,7 +297,9 @@ def test_fit_is_equivariant_to_the_units_of_the_features(data, covariance_type):
     by up to 33 nats per row."""
     _, X, _, _ = data  # with NaN
     X_far = X * SCALE + SHIFT
-    settings = dict(covariance_type=covariance_type, reg_covar=0.0, random_state=0)
+    settings = dict(
+        covariance_type=covariance_type, covariance_prior=0.0, reg_covar=0.0, random_state=0
+    )
     ref = GaussianMixture(K, **settings).fit(X)
     est = GaussianMixture(K, **settings).fit(X_far)
     log_jacobian = np.where(np.isnan(X), 0.0, np.log(SCALE)).sum(axis=1)
@@ -319,7 +332,9 @@ def test_absolute_floor_across_feature_scales_keeps_em_monotone(data, covariance
     nats per SQUAREM cycle.  Every covariance respects Sigma >= reg_covar I."""
     _, X, _, _ = data
     X_far = X * SCALE + SHIFT
-    est = GaussianMixture(K, covariance_type=covariance_type, random_state=0).fit(X_far)
+    est = GaussianMixture(
+        K, covariance_type=covariance_type, covariance_prior=0.0, random_state=0
+    ).fit(X_far)
     trace = est.log_likelihoods_
     assert is_monotone(trace), np.diff(trace).min()
     assert trace[-1] == pytest.approx(len(X) * est.score(X_far), rel=1e-12)
@@ -391,7 +406,7 @@ def test_the_penalty_ends_the_crawl_towards_collapsed_components():
     train, test = X[order[:140]], X[order[140:]]
     penalised = GaussianMixture(3, covariance_prior=5.0, random_state=0).fit(train)
     with pytest.warns(Warning):  # the collapse and max_iter warnings
-        crawl = GaussianMixture(3, max_iter=100, random_state=0).fit(train)
+        crawl = GaussianMixture(3, covariance_prior=0.0, max_iter=100, random_state=0).fit(train)
     single = GaussianMixture(1, random_state=0).fit(train)
     assert penalised.converged_ and penalised.n_iter_ <= 30  # seen: 5
     assert not crawl.converged_
@@ -399,6 +414,33 @@ def test_the_penalty_ends_the_crawl_towards_collapsed_components():
     assert smallest > 1e-3  # the crawl's reach 1e-6
     assert penalised.score(test) > single.score(test)  # seen: -13.3 against -15.1
     assert crawl.score(test) < single.score(test) - 1000.0  # seen: -32,509
+
+
+def test_auto_penalises_full_covariances_only_where_missing_entries_leave_no_maximum():
+    """covariance_prior="auto" (the default) is tau = 1 for full covariances fitted by EM
+    to data with missing entries -- the very fit covariance_prior=1 gives, converged in
+    a few cycles where maximum likelihood crawls (above) -- and maximum likelihood
+    everywhere else: complete data (scikit-learn's fit, bit for bit the tau = 0 one),
+    tied covariances (they pool every row), MAP and partial_fit."""
+    X = wine_with_mar_holes()
+    auto = GaussianMixture(3, random_state=0).fit(X)
+    given = GaussianMixture(3, covariance_prior=1.0, random_state=0).fit(X)
+    assert auto.covariance_prior_ == 1.0 and auto.objective_name_ == "penalised log-likelihood"
+    assert auto.converged_ and auto.n_iter_ <= 30  # seen: 6
+    np.testing.assert_array_equal(auto.covariances_, given.covariances_)
+    np.testing.assert_array_equal(auto.log_likelihoods_, given.log_likelihoods_)
+    np.testing.assert_allclose(auto.covariance_prior_variance_, np.nanvar(X, axis=0), rtol=1e-12)
+
+    complete = np.nan_to_num(X)  # holes at the (zero) column means: no NaN left
+    auto = GaussianMixture(3, random_state=0).fit(complete)
+    ml = GaussianMixture(3, covariance_prior=0.0, random_state=0).fit(complete)
+    assert auto.covariance_prior_ == 0.0 and not hasattr(auto, "covariance_prior_variance_")
+    np.testing.assert_array_equal(auto.covariances_, ml.covariances_)
+
+    tied = GaussianMixture(3, covariance_type="tied", random_state=0).fit(X)
+    assert tied.covariance_prior_ == 0.0 and tied.objective_name_ == "log-likelihood"
+    stream = GaussianMixture(3, random_state=0).fit(X).partial_fit(X)
+    assert stream.covariance_prior_ == 0.0 and not hasattr(stream, "covariance_prior_variance_")
 
 
 def test_the_covariance_prior_is_refused_where_it_does_not_apply():

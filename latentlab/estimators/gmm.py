@@ -116,6 +116,8 @@ __all__ = ["GaussianMixture"]
 
 INIT_METHODS = ("kmeans", "k-means++", "random", "random_from_data")
 METHODS = ("em", "map", "svi")
+# covariance_prior="auto"'s pseudo-rows where full covariances meet missing entries
+AUTO_PRIOR_ROWS = 1.0
 # scikit-learn's ConvergenceWarning words, ahead of latentlab's
 NOT_CONVERGED_LEAD = (
     "Best performing initialization did not converge. Try different init parameters, "
@@ -226,7 +228,7 @@ class GaussianMixture(LatentEstimator):
         variance in float64, 1e-6 in float32; spherical: the mean variance), so
         ``reg_covar=0`` cannot give NaN; a warning says when a component collapsed
         onto it.
-    covariance_prior : float, default=0.0
+    covariance_prior : float or "auto", default="auto"
         tau >= 0: EM maximises the penalised log-likelihood log p(X) - (tau / 2) sum_k
         [tr(Sigma_k^-1 D) + log |Sigma_k|] (Chen & Tan 2009; an improper inverse-Wishart
         prior's mode), D the features' observed variances: each covariance's M-step is
@@ -240,7 +242,14 @@ class GaussianMixture(LatentEstimator):
         covariances of well-separated clusters grow by about tau D / N_k: keep tau
         small against the rows per component.  Means and weights are unpenalised;
         ``log_likelihoods_`` traces the penalised objective and ``score`` is the
-        log-likelihood.  EM only.
+        log-likelihood.  EM only.  "auto" (the default): maximum likelihood (tau = 0,
+        scikit-learn's fit) unless full covariances meet missing entries, where
+        there is no maximum to find: there tau = 1, one pseudo-row of the
+        features' variances per component (measured with 30% MAR holes, 5-fold
+        held-out rows, K = 2..5: EM converges in 5-30 cycles instead of running to
+        ``max_iter``, and rows score -8 to -12 nats where maximum likelihood's
+        scored -10,000 on wine; larger tau fitted wine better and diabetes and
+        breast_cancer worse).  The value used is ``covariance_prior_``.
     max_iter : int, default=500
         Maximum number of iterations.  With ``accelerate=True`` an iteration is one
         SQUAREM cycle of four EM steps (E- and M-step pairs), so up to
@@ -313,6 +322,11 @@ class GaussianMixture(LatentEstimator):
     params_ : dict
         Fitted values by NumPyro site name: ``weights``, ``means``, ``scale`` (Cholesky
         factors or standard deviations, see :mod:`latentlab.models.gmm`).
+    covariance_prior_ : float
+        The covariance penalty's tau the fit used (``covariance_prior`` resolved; 0:
+        maximum likelihood, always for ``partial_fit``).
+    covariance_prior_variance_ : ndarray (n_features,)
+        The penalty's target variances D in the data's units, when tau > 0.
     {streaming_em_attributes}
 
     Notes
@@ -357,7 +371,7 @@ class GaussianMixture(LatentEstimator):
         "covariance_type": Options(*gmm.COVARIANCE_TYPES),
         "tol": Real(0, None),
         "reg_covar": Real(0, None),
-        "covariance_prior": Real(0, None, finite=True),
+        "covariance_prior": Options("auto") | Real(0, None, finite=True),
         "max_iter": Integer(0, None),  # 0 (as in scikit-learn): evaluate the start only
         "n_init": Integer(1, None),
         "init_params": Options(*INIT_METHODS),
@@ -384,7 +398,7 @@ class GaussianMixture(LatentEstimator):
         covariance_type="full",
         tol=1e-6,
         reg_covar=1e-6,
-        covariance_prior=0.0,
+        covariance_prior="auto",
         max_iter=500,
         n_init=1,
         init_params="kmeans",
@@ -442,7 +456,7 @@ class GaussianMixture(LatentEstimator):
         With ``warm_start=True`` and a previous fit, EM starts from that fit's
         parameters (one start: ``n_init`` and the ``*_init`` settings are ignored).
         """
-        if self.covariance_prior > 0 and self.method != "em":
+        if self._given_prior_rows() > 0 and self.method != "em":
             raise ValueError(
                 f"covariance_prior={self.covariance_prior!r} penalises EM's objective; "
                 f"method={self.method!r} takes priors through prior=True instead"
@@ -458,6 +472,7 @@ class GaussianMixture(LatentEstimator):
         check_no_empty_columns(observed)
         n, d = X.shape
         K = self._check_settings(n, d)
+        tau = self._prior_rows(has_missing=not observed.all())
         shift = np.nanmean(X, axis=0)
         # EM runs in standardised units, z = (x - shift) / unit feature by feature, in
         # float64 on the host: about the column means nothing cancels, and with every
@@ -501,7 +516,7 @@ class GaussianMixture(LatentEstimator):
             )
             if self.method == "em":
                 params, trace, converged, objective, breakdown = self._fit_em(
-                    start_data, Z, observed, reg
+                    start_data, Z, observed, reg, tau
                 )
             else:
                 starts = make_starts(*start_data[:3], reg, *start_data[3:], self.covariance_type)
@@ -521,7 +536,7 @@ class GaussianMixture(LatentEstimator):
         counts = observed.sum(axis=0)
         result = (fitted, trace, converged, objective, breakdown)
         return self._store_fit(
-            *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=X
+            *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=X, tau=tau
         )
 
     @fill_doc
@@ -546,7 +561,7 @@ class GaussianMixture(LatentEstimator):
             raise ValueError(
                 f"GaussianMixture.partial_fit is online EM; got method={self.method!r}"
             )
-        if self.covariance_prior > 0:
+        if self._given_prior_rows() > 0:
             raise ValueError(
                 "GaussianMixture.partial_fit fits by maximum likelihood; covariance_prior "
                 f"must be 0 there (got {self.covariance_prior!r}); use fit"
@@ -621,33 +636,66 @@ class GaussianMixture(LatentEstimator):
             "scale": gmm.rescale(params.scale, unit, ctype),
         }
         self.n_components_ = K
+        self.covariance_prior_ = 0.0  # a stream is fitted by maximum likelihood
+        if hasattr(self, "covariance_prior_variance_"):  # left by an earlier fit
+            del self.covariance_prior_variance_
         self._end_chunk(first, X.shape[0], loglik / X.shape[0])
         self.lower_bounds_ = self.log_likelihoods_
         self.lower_bound_ = float(self.log_likelihoods_[-1])
         return self
+
+    def _given_prior_rows(self) -> float:
+        """The covariance penalty's tau as given (0 for "auto": resolved per fit)."""
+        return 0.0 if self.covariance_prior == "auto" else float(self.covariance_prior)
+
+    def _prior_rows(self, *, has_missing: bool) -> float:
+        """The tau a fit uses: the number given, or for "auto"
+        :data:`AUTO_PRIOR_ROWS` where an EM fit of full covariances meets missing
+        entries (the likelihood has no maximum there: see ``covariance_prior``),
+        else 0 (maximum likelihood)."""
+        if self.covariance_prior != "auto":
+            return float(self.covariance_prior)
+        unbounded = has_missing and self.covariance_type == "full" and self.method == "em"
+        return AUTO_PRIOR_ROWS if unbounded else 0.0
 
     def fit_predict(self, X, y=None):
         """Fit, then return the most probable component of each row."""
         return self.fit(X).predict(X)
 
     def _store_fit(
-        self, fitted, trace, converged, objective, breakdown, *, K, n, shift, unit, counts, reg, X
+        self,
+        fitted,
+        trace,
+        converged,
+        objective,
+        breakdown,
+        *,
+        K,
+        n,
+        shift,
+        unit,
+        counts,
+        reg,
+        X,
+        tau,
     ):
         """Store the fitted attributes, in the data's units, from the fit in
         standardised units (``fitted``: NumPy parameters, padding components
         included); ``counts`` (d,) are the observed entries of each feature, ``X``
-        the data (None on the chunked route, which fits by EM only).  Returns self."""
+        the data (None on the chunked route, which fits by EM only), ``tau`` the
+        covariance penalty's pseudo-rows the fit used.  Returns self."""
         fitted = {  # the padding components cut off
             name: v if name == "scale" and self.covariance_type == "tied" else v[:K]
             for name, v in fitted.items()
         }
         # log p(x) = log p(z) - sum over observed entries of log unit_j
         log_jacobian = float(counts @ np.log(unit))
-        if self.covariance_prior > 0 and self.method == "em":
+        self.covariance_prior_ = tau
+        if tau > 0:
             # the penalty in the data's units (D = diag(unit^2)): log |Sigma_k| gains
             # 2 sum_j log unit_j for each covariance
             n_covariances = 1 if self.covariance_type == "tied" else K
-            log_jacobian += float(self.covariance_prior) * n_covariances * np.log(unit).sum()
+            log_jacobian += tau * n_covariances * np.log(unit).sum()
             self.covariance_prior_variance_ = unit**2
         elif hasattr(self, "covariance_prior_variance_"):
             del self.covariance_prior_variance_
@@ -707,6 +755,7 @@ class GaussianMixture(LatentEstimator):
         mesh = source_mesh(self, source)
         summary = summarise_gaussian(source)
         columns = summary.columns
+        tau = self._prior_rows(has_missing=bool((columns.count < n).any()))
         shift = summary.about_mean()[0]
         # the feature scale from the observed centred sums of squares (as in memory)
         unit = standardising_units(
@@ -743,7 +792,7 @@ class GaussianMixture(LatentEstimator):
             )
             if n <= source.resident_rows:
                 result = self._fit_em(
-                    start_data, np.where(held, (X - shift) / unit, 0.0), held, reg
+                    start_data, np.where(held, (X - shift) / unit, 0.0), held, reg, tau
                 )
             else:
                 rows_pass = MixtureRowsPass(source, shift, unit, self.covariance_type, dtype, mesh)
@@ -756,13 +805,13 @@ class GaussianMixture(LatentEstimator):
                         np.zeros((0, 1, d), dtype),
                         token,
                     )
-                    result = self._run_em_program(start_data, data, reg, n)
+                    result = self._run_em_program(start_data, data, reg, n, tau)
             params, trace, converged, objective, breakdown = result
             fitted = {name: np.asarray(v) for name, v in params._asdict().items()}
         result = (fitted, trace, converged, objective, breakdown)
         counts = columns.count
         return self._store_fit(
-            *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None
+            *result, K=K, n=n, shift=shift, unit=unit, counts=counts, reg=reg, X=None, tau=tau
         )
 
     # -- the steps of fit that the chunked route runs too --------------------------------
@@ -818,23 +867,24 @@ class GaussianMixture(LatentEstimator):
             *user,
         )
 
-    def _fit_em(self, start_data, Xc, observed, reg):
+    def _fit_em(self, start_data, Xc, observed, reg, tau):
         """Jit-compiled EM from every start on the standardised data ``Xc`` (missing
-        entries 0); returns (params, trace, converged, objective, breakdown)."""
+        entries 0), penalised by ``tau`` pseudo-rows; returns (params, trace,
+        converged, objective, breakdown)."""
         data = em_data(Xc, observed, reg.dtype, self.covariance_type, self.devices)
-        return self._run_em_program(start_data, data, reg, Xc.shape[0])
+        return self._run_em_program(start_data, data, reg, Xc.shape[0], tau)
 
-    def _run_em_program(self, start_data, data, reg, n):
+    def _run_em_program(self, start_data, data, reg, n, tau):
         """The compiled EM fit on ``data`` (a :class:`~latentlab.models.gmm.GMMData`) of
         ``n`` rows (:func:`~latentlab.models.gmm_programs.run_em_program` with this
-        estimator's settings)."""
+        estimator's settings and the covariance penalty's ``tau``)."""
         return run_em_program(
             start_data,
             data,
             reg,
             n,
             covariance_type=self.covariance_type,
-            covariance_prior=self.covariance_prior,
+            covariance_prior=tau,
             tol=self.tol,
             max_iter=self.max_iter,
             accelerate=self.accelerate,
@@ -1022,11 +1072,13 @@ class GaussianMixture(LatentEstimator):
         """The NumPyro declaration with this fit's static settings bound."""
         check_is_fitted(self)
         prior = getattr(self, "covariance_prior_variance_", None)
+        # files saved before covariance_prior_ existed hold a numeric covariance_prior
+        tau = getattr(self, "covariance_prior_", self.covariance_prior)
         return partial(
             gmm.gmm_model,
             n_components=self.n_components_,
             covariance_type=self.covariance_type,
-            covariance_prior=None if prior is None else (self.covariance_prior, prior),
+            covariance_prior=None if prior is None else (tau, prior),
         )
 
     @property
