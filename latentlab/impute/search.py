@@ -37,8 +37,9 @@ MIXTURE_GRID = (1, 2, 3)
 # more overfit small data badly and each costs a compilation.  Only where there are at
 # least as many rows as the mixture has parameters (K d(d + 3)/2 + K - 1): below
 # that its covariances are barely determined, it scored 5-400 nats per entry below
-# the best model (wine, breast_cancer with 30% missing) and its one fit, which crawls
-# towards components collapsed onto the covariance floor, took most of the search.
+# the best model (wine, breast_cancer with 30% missing) and its one fit, which crawled
+# towards components collapsed onto the covariance floor, took most of the search
+# (measured by maximum likelihood, before GaussianMixture's covariance_prior="auto").
 AUTO_MIXTURES = (2,)
 # EM tolerance of the candidate fits that only rank models (the chosen one is refitted
 # at ``Imputer.tol``).  On the four benchmark data sets at 20% hidden, 2 seeds each,
