@@ -33,6 +33,19 @@ def dense_observed_loglik(X, mean, cov):
     return total
 
 
+def mixture_covariance_penalty(est):
+    """A fitted GaussianMixture's covariance penalty in NumPy, in the data's units:
+    -(tau / 2) sum_k [tr(Sigma_k^-1 D) + log |Sigma_k|] (0 for maximum likelihood), so
+    that its EM trace ends at n * score + this."""
+    tau = getattr(est, "covariance_prior_", 0.0)
+    if tau == 0:
+        return 0.0
+    D = np.diag(est.covariance_prior_variance_)
+    covariances = np.asarray(est.covariances_, np.float64).reshape(-1, *D.shape)
+    terms = [np.trace(np.linalg.solve(cov, D)) + np.linalg.slogdet(cov)[1] for cov in covariances]
+    return -0.5 * tau * sum(terms)
+
+
 def is_monotone(trace, rel=1e-9):
     trace = np.asarray(trace)
     return bool(np.all(np.diff(trace) >= -rel * np.abs(trace[1:])))

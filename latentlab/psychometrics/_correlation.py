@@ -130,6 +130,7 @@ def saturated_normal(A: np.ndarray) -> tuple[float, np.ndarray, bool]:
     model = GaussianMixture(
         n_components=1,
         covariance_type="full",
+        covariance_prior=0.0,  # the maximum-likelihood (FIML) estimate, unpenalised
         reg_covar=0.0,
         tol=1e-12,
         max_iter=10000,

@@ -59,7 +59,7 @@ def goodness_of_fit(
     Complete data give them in closed form; with NaN entries (missing values) all
     three log-likelihoods are full-information ones, each the exact marginal
     likelihood of the observed entries (the saturated model fitted by EM, as
-    ``GaussianMixture(1, covariance_type="full", reg_covar=0)``), as lavaan's
+    ``GaussianMixture(1, covariance_type="full", covariance_prior=0, reg_covar=0)``), as lavaan's
     ``missing = "ml"`` computes them.  Rows without any observed entry carry no
     information and are dropped (they do not count in n).
 
