@@ -15,7 +15,9 @@ unbounded, since (d/2) log alpha_k -> infinity as w_k -> 0.
 EM reaches the MAP of the joint density.  The E-step is PPCA's; the M-step is a
 sequence of conditional maximisations (so the log joint never decreases):
 W with the ridge term sigma2 * alpha_k (Bishop 1999 eq. 8), then sigma2, then
-alpha_k = (d + 2a - 2) / (||w_k||^2 + 2b).
+alpha_k = (d + 2a - 2) / (||w_k||^2 + 2b).  Where EM has not settled within a few
+cycles, the engine's quasi-Newton phase climbs the same log joint with alpha
+profiled out (:data:`coordinates`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from jax.scipy.special import gammaln
 from numpyro.distributions import constraints
 
 from latentlab.inference.posterior.spec import PosteriorSpec, Site
+from latentlab.inference.quasi_newton import BoxCoordinates
 from latentlab.models import ppca
 from latentlab.models.gaussian_latent import (
     GaussianData,
@@ -38,6 +41,7 @@ from latentlab.models.gaussian_latent import (
     loadings_and_mean_sites,
     observe_rows,
     solve_regression,
+    variance_coordinates,
 )
 
 __all__ = [
@@ -50,6 +54,8 @@ __all__ = [
     "init_from_pca",
     "e_step",
     "m_step",
+    "best_alpha",
+    "coordinates",
     "log_prior",
     "active_columns",
     "rescale",
@@ -190,15 +196,42 @@ def e_step(params: Params, data: GaussianData, hyper: Hyper):
 
 def m_step(stats, params: Params, hyper: Hyper) -> Params:
     """Conditional maximisations: (W, mu) | sigma2, alpha;  sigma2 | W;  alpha | W."""
-    d = params.W.shape[0]
     W, mu, residual = solve_regression(stats, w_penalty=params.sigma2 * params.alpha)
     sigma2 = jnp.maximum(jnp.sum(residual) / jnp.sum(stats.count), hyper.variance_floor)
+    return Params(W=W, mu=mu, sigma2=sigma2, alpha=best_alpha(W, hyper, params.alpha))
+
+
+def best_alpha(W, hyper: Hyper, padding_alpha):
+    """The alpha that maximises the log joint given W, (d + 2a - 2) / (||w_k||^2 + 2b);
+    padding columns take ``padding_alpha`` (their start's 1: a moving alpha there would
+    not change the fit, but it would change the SQUAREM step lengths, which see every
+    leaf)."""
+    d = W.shape[0]
     alpha = (d + 2 * hyper.a - 2) / (jnp.sum(W**2, axis=0) + 2 * hyper.b)
-    if hyper.columns is not None:
-        # padding keeps its start's alpha (1): a moving alpha there would not change
-        # the fit, but it would change the SQUAREM step lengths, which see every leaf
-        alpha = jnp.where(hyper.columns > 0, alpha, params.alpha)
-    return Params(W=W, mu=mu, sigma2=sigma2, alpha=alpha)
+    if hyper.columns is None:
+        return alpha
+    return jnp.where(hyper.columns > 0, alpha, padding_alpha)
+
+
+# The quasi-Newton phase's coordinates: PPCA's (W, mu, the noise's standard deviation
+# above its floor), with alpha profiled out -- set to its maximiser given W, as EM's
+# M-step leaves it -- so the phase climbs the same log joint with fewer coordinates and
+# no boundary at alpha -> infinity.  A fit's first run (before pruning) uses it: with
+# 30% of breast_cancer's entries missing, EM alone crawled for thousands of cycles and
+# stopped 0.13 nats per row lower, and the fit took about 5x as long (measured).
+_noise_coordinates = variance_coordinates(ppca.Params, lambda hyper: (hyper.variance_floor,))
+
+
+def _to_free(params: Params, hyper: Hyper):
+    return _noise_coordinates.to_free(ppca.Params(params.W, params.mu, params.sigma2), hyper)
+
+
+def _from_free(x, hyper: Hyper) -> Params:
+    W, mu, sigma2 = _noise_coordinates.from_free(x, hyper)
+    return Params(W=W, mu=mu, sigma2=sigma2, alpha=best_alpha(W, hyper, jnp.ones_like(W[0])))
+
+
+coordinates = BoxCoordinates(_to_free, _from_free)
 
 
 # ----------------------------------------------------------------------------- host algebra

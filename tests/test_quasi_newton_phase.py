@@ -230,3 +230,55 @@ def test_supervised_pca_converges_to_a_maximum_in_few_steps(name, fraction, monk
             accelerate=False,
         )
     assert float(polished.objective) / n - at_fit <= 1e-8
+
+
+def bayesian_pca_runs(X, monkeypatch, quasi_newton):
+    """Bayesian PCA's fit and its engine calls (the first run, then pruning's run with
+    the kept columns): each call's start inputs, data, hyper, n and result."""
+    import latentlab.models.gaussian_latent as gaussian_latent
+    from latentlab import BayesianPCA
+    from latentlab.models import bpca
+
+    calls = []
+    fit_em = gaussian_latent.fit_em
+
+    def spy(model, start_inputs, data, hyper, n, *args, **kwargs):
+        best = fit_em(model, start_inputs, data, hyper, n, *args, **kwargs)
+        calls.append((start_inputs, data, hyper, float(n), best))
+        return best
+
+    with monkeypatch.context() as patch:
+        patch.setattr(gaussian_latent, "fit_em", spy)
+        if not quasi_newton:
+            patch.setattr(bpca, "coordinates", None)
+        est = BayesianPCA(tol=1e-10).fit(X)
+    return est, calls
+
+
+@pytest.mark.parametrize("name", ["wine", "diabetes"])
+def test_bayesian_pca_reaches_the_map_of_em_alone(name, monkeypatch):
+    """Bayesian PCA with its quasi-Newton phase (alpha profiled out) against EM alone,
+    30% of the entries missing: the final log joint density is EM's or higher, and
+    plain EM from the fit, on the program's own data, gains at most 1e-7 per row.
+
+    Not the 1e-9 of the models above: the ARD prior leaves a nearly flat direction
+    (seen: EM gains up to 5e-8 per row in 50 cycles from either fit, 1.8e-7 in 3,000,
+    a few 1e-11 per cycle, so both stopping rules hold there).  On these small sets the
+    phase saves no steps (seen: 161-466 against 127-560 in the first run); it is
+    breast_cancer's crawl it is for (a fit about 5x faster and 0.13 nats per row higher,
+    measured in benchmarks/bench_jobs.py's setting), too slow for a test."""
+    from latentlab.models import bpca
+
+    X = standardised_with_holes(name, 0.3)
+    est, calls = bayesian_pca_runs(X, monkeypatch, quasi_newton=True)
+    _, em_calls = bayesian_pca_runs(X, monkeypatch, quasi_newton=False)
+    assert est.converged_ and is_monotone(est.log_likelihoods_)
+
+    _, data, hyper, n, best = calls[-1]
+    at_fit = float(best.objective) / n
+    assert at_fit >= float(em_calls[-1][-1].objective) / n - 1e-8
+    with jax.enable_x64(True):
+        fitted = jax.tree.map(lambda leaf: jnp.asarray(leaf)[None], best.params)
+        rest = (data, hyper, jnp.asarray(n), jnp.asarray(0.0))
+        polished = run_em(bpca.e_step, bpca.m_step, fitted, *rest, max_iter=50, accelerate=False)
+    assert float(polished.objective) / n - at_fit <= 1e-7
