@@ -321,6 +321,21 @@ def ladder(k: int) -> int:
     return power * 3 // 4 if power >= 8 and k <= power * 3 // 4 else power
 
 
+def missing_block_size(most_missing: int, n_features: int) -> int | None:
+    """Slots for each row's missing coordinates in the mixture's missing-block E-step
+    (:func:`latentlab.models._gmm_covariances.missing_block_components`): the
+    :func:`ladder` rung above the largest number missing in a row, so that data sets
+    (and cross-validation folds) with similar holes share a program.  None (the d x d
+    route) where the block would not be smaller by a clear margin, measured: with 30%
+    of the entries missing, breast_cancer (d = 30, 24 slots) ran an E-step twice as
+    fast by blocks, wine (d = 13, 12 slots) a little slower -- small d x d matrices are
+    inverted by a fast sweep (:mod:`latentlab.models._linalg`), larger ones are not."""
+    size = ladder(max(int(most_missing), 1))
+    if size >= n_features or (n_features <= 20 and 4 * size > 3 * n_features):
+        return None
+    return size
+
+
 def trace_capacity(max_iter: int) -> int:
     """The length of EM's trace buffer for ``max_iter`` iterations: the next power of
     two, at least 8 (0 stays 0: no EM step).  The limit itself is an input of the

@@ -213,6 +213,58 @@ def conditional_components(params, X, observed, covariance_type: str):
     return log_density, dx, cond_cov
 
 
+def missing_block_components(params, X, observed, index, covariance_type: str):
+    """:func:`conditional_components` for full/tied covariances by way of each
+    component's precision P_k = Sigma_k^{-1}, inverting only a row's missing block.
+
+    ``index`` (n, s) holds each row's missing coordinates in its first entries (the
+    rest, and every entry of a padding row -- ``observed`` all 0 --, are ignored); s
+    is at least every row's number of missing coordinates and usually well below d,
+    which is where the saving is: the n K inversions are s x s, not d x d.  With
+    r = x - mu_k zero on the missing coordinates m, u = (P_k r)_m and C = (P_k)_mm^{-1}:
+    Cov[x_m | x_o, k] = C, E[x_m | x_o, k] - mu_m = -C u, log|Sigma_oo| = log|Sigma_k| +
+    log|P_mm| (the Schur complement's determinant), and the quadratic form is that of
+    the completed residual dx, |L_k^{-1} dx|^2 -- a sum of squares, free of the
+    cancellation in r'P r - u'C u.
+
+    Returns ``(log_density (n, K), dx (n, K, d), cond_block (n, K, s, s))``, the last
+    zero outside each row's missing entries.
+    """
+    K, d = params.means.shape
+    n, s = index.shape
+    L = scale_tril(params.scale, covariance_type, K, d)
+    eye = jnp.broadcast_to(jnp.eye(d, dtype=X.dtype), L.shape)
+    L_inv = solve_triangular(L, eye, lower=True)
+    P = jnp.swapaxes(L_inv, -1, -2) @ L_inv
+    log_det_cov = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
+    n_obs = jnp.sum(observed, axis=1)
+    n_missing = jnp.where(n_obs > 0, d - n_obs, 0)  # padding rows: no block
+    valid = (jnp.arange(s)[None, :] < n_missing[:, None]).astype(X.dtype)  # (n, s)
+    both = valid[:, :, None] * valid[:, None, :]
+    r = jnp.asarray(observed[:, None, :] * (X[:, None, :] - params.means[None]))  # (n, K, d)
+    Pr = jnp.einsum("kde,nke->nkd", P, r)
+    # (P_k)_mm for every (row, component), identity on the unused slots, batch last
+    P_mm = (
+        P[:, index[:, :, None], index[:, None, :]] * both[None]
+        + jnp.eye(s, dtype=X.dtype) * (1.0 - valid)[None, :, :, None]
+    )  # (K, n, s, s)
+    P_mm = jnp.moveaxis(P_mm, (0, 1), (2, 3)).reshape(s, s, K * n)
+    C, log_det_mm = spd_inverse_columns(P_mm)
+    u = jnp.take_along_axis(Pr, jnp.broadcast_to(index[:, None, :], (n, K, s)), axis=2)
+    u = jnp.moveaxis(u * valid[:, None, :], -1, 0)  # (s, n, K)
+    u = jnp.swapaxes(u, 1, 2).reshape(s, K * n)  # batch (k, i) as P_mm's
+    shift = solve_refined(P_mm, C, u).reshape(s, K, n)  # C u
+    shift = jnp.moveaxis(shift, 0, -1).swapaxes(0, 1) * valid[:, None, :]  # (n, K, s)
+    rows, comps = jnp.arange(n)[:, None, None], jnp.arange(K)[None, :, None]
+    dx = r.at[rows, comps, index[:, None, :]].add(-shift)  # unused slots add 0
+    y = jnp.einsum("kde,nke->nkd", L_inv, dx)
+    quad = jnp.sum(y * y, axis=-1)
+    log_det = log_det_cov[None] + log_det_mm.reshape(K, n).T
+    log_density = -0.5 * (n_obs[:, None] * LOG_2PI + log_det + quad)
+    cond_block = jnp.moveaxis(C.reshape(s, s, K, n), (2, 3), (1, 0)) * both[:, None]
+    return log_density, dx, cond_block
+
+
 def floored_cholesky(cov, floor):
     """Lower Cholesky factor of the covariance Sigma >= G = diag(floor) that maximises
     the Gaussian likelihood of scatter ``cov`` (one or a stack of (d, d)); ``floor`` is

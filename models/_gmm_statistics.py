@@ -14,7 +14,11 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-from latentlab.models._gmm_covariances import component_log_density, conditional_components
+from latentlab.models._gmm_covariances import (
+    component_log_density,
+    conditional_components,
+    missing_block_components,
+)
 
 # no __all__: a private module; latentlab.models.gmm re-exports its public names
 
@@ -35,6 +39,9 @@ class GMMData(NamedTuple):
     # int32 token of rows kept outside the program (out of core, Dask), whose
     # statistics the host adds each E-step (latentlab.inference.chunked.host_sum)
     rows: jax.Array | None = None
+    # (m_chunks, m_chunk, s) int32: each missing row's missing coordinates first, for
+    # full/tied covariances where s < d (see _missing_block_chunk); None otherwise
+    missing_index: jax.Array | None = None
 
 
 class MixtureStats(NamedTuple):
@@ -89,6 +96,36 @@ def _missing_chunk(params, X, observed, covariance_type):
         sum_dxx = jnp.einsum("nk,nkde->kde", resp, outer)
     else:
         sum_dxx = jnp.einsum("nk,nkd->kd", resp, dx**2 + cond_cov)
+    return MixtureStats(count, sum_dx, sum_dxx), loglik
+
+
+@partial(jax.jit, static_argnames="covariance_type")  # see _complete_chunk
+def _missing_block_chunk(params, X, observed, index, covariance_type):
+    """:func:`_missing_chunk` for full/tied covariances through each row's missing block
+    (:func:`~latentlab.models._gmm_covariances.missing_block_components`); the
+    conditional covariances are added into the (K, d, d) sums at the rows' missing
+    coordinates, never formed as d x d matrices."""
+    log_density, dx, cond_block = missing_block_components(
+        params, X, observed, index, covariance_type
+    )
+    row_mask = (jnp.sum(observed, axis=1) > 0).astype(X.dtype)
+    resp, loglik = _responsibilities(log_density, params.weights, row_mask)
+    K, d = params.means.shape
+    count = jnp.sum(resp, axis=0)
+    sum_dx = jnp.einsum("nk,nkd->kd", resp, dx)
+    weighted = resp.T[:, :, None, None] * jnp.swapaxes(cond_block, 0, 1)  # (K, n, s, s)
+    components = jnp.arange(K)[:, None, None, None]
+    cond = (
+        jnp.zeros((K, d, d), X.dtype)
+        .at[components, index[None, :, :, None], index[None, :, None, :]]
+        .add(weighted)
+    )  # cond_block is 0 off each row's block: padding slots add 0
+    sum_dxx = (
+        jnp.einsum(
+            "knd,kne->kde", resp.T[:, :, None] * jnp.swapaxes(dx, 0, 1), jnp.swapaxes(dx, 0, 1)
+        )
+        + cond
+    )
     return MixtureStats(count, sum_dx, sum_dxx), loglik
 
 

@@ -84,6 +84,7 @@ from latentlab.models._gmm_statistics import (
     GMMData,
     MixtureStats,
     _complete_chunk,
+    _missing_block_chunk,
     _missing_chunk,
     _moments,
     _sum_over_chunks,
@@ -317,8 +318,13 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
     complete = partial(_complete_chunk, covariance_type=covariance_type)
     stats, loglik = _sum_over_chunks(complete, params, (data.X, data.row_mask))
     if data.X_missing.shape[0]:
-        incomplete = partial(_missing_chunk, covariance_type=covariance_type)
-        more, more_ll = _sum_over_chunks(incomplete, params, (data.X_missing, data.observed))
+        if data.missing_index is None:
+            incomplete = partial(_missing_chunk, covariance_type=covariance_type)
+            arrays = (data.X_missing, data.observed)
+        else:  # full/tied: only each row's missing block is inverted
+            incomplete = partial(_missing_block_chunk, covariance_type=covariance_type)
+            arrays = (data.X_missing, data.observed, data.missing_index)
+        more, more_ll = _sum_over_chunks(incomplete, params, arrays)
         stats = jax.tree.map(jnp.add, stats, more)
         loglik = loglik + more_ll
     if data.rows is not None:

@@ -74,6 +74,7 @@ from latentlab._shapes import (
     chunked,
     component_bucket,
     em_rows,
+    missing_block_size,
     pad_rows,
     signature,
     trace_capacity,
@@ -385,7 +386,7 @@ def program_key(
     shape policy reuses an exact program it has: :func:`latentlab._shapes.padded_count`)."""
     n, d = observed.shape
     return signature(
-        rows=(n, d, int(np.sum(~observed.all(axis=1)))),
+        rows=(n, d, int(np.sum(~observed.all(axis=1))), block_slots(observed, covariance_type)),
         covariance_type=covariance_type,
         n_starts=int(n_starts),
         max_iter=trace_capacity(int(max_iter)),  # the limit itself is an input
@@ -396,12 +397,30 @@ def program_key(
     )
 
 
+def block_slots(observed, covariance_type):
+    """The missing-block E-step's slots per row (:func:`~latentlab._shapes.missing_block_size`)
+    for full/tied covariances, None where the d x d route is used."""
+    if covariance_type not in ("full", "tied") or observed.all():
+        return None
+    return missing_block_size(np.max(np.sum(~observed, axis=1)), observed.shape[1])
+
+
+def missing_index(observed, slots):
+    """(n, slots) int32: each row's missing coordinates first (in order), zeros after."""
+    missing = ~observed
+    # a stable sort of the flags puts the missing coordinates first, in their order
+    order = np.argsort(~missing, axis=1, kind="stable")[:, :slots]
+    return np.where(np.arange(slots) < missing.sum(axis=1)[:, None], order, 0).astype(np.int32)
+
+
 def em_data(Xc, observed, dtype, covariance_type, devices):
     """The standardised data ``Xc`` (missing entries 0) as EM's row blocks
     (a :class:`~latentlab.models.gmm.GMMData`): complete rows in chunks of
     :data:`~latentlab._shapes.GMM_CHUNK`, rows with missing entries (and their
-    ``observed`` mask) in chunks of :data:`~latentlab._shapes.GMM_MISSING_CHUNK`, split
-    over ``devices`` (axis 1 of every block)."""
+    ``observed`` mask, and for full/tied covariances the index of their missing
+    coordinates: :func:`block_slots`) in chunks of
+    :data:`~latentlab._shapes.GMM_MISSING_CHUNK`, split over ``devices`` (axis 1 of
+    every block)."""
     d = Xc.shape[1]
     complete = observed.all(axis=1)
     missing_chunk = GMM_MISSING_CHUNK[covariance_type]
@@ -419,7 +438,12 @@ def em_data(Xc, observed, dtype, covariance_type, devices):
             )
         )
     )
-    return shard_fields(data, ("X", "row_mask", "X_missing", "observed"), devices)
+    slots = block_slots(observed, covariance_type)
+    if slots is not None:
+        index = missing_index(observed[~complete], slots)
+        data = data._replace(missing_index=chunked(index, missing_chunk, em_rows))
+    fields = ("X", "row_mask", "X_missing", "observed", "missing_index")
+    return shard_fields(data, fields, devices)
 
 
 def prior_rows(covariance_prior, dtype):

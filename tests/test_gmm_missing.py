@@ -451,3 +451,66 @@ def test_the_covariance_prior_is_refused_where_it_does_not_apply():
         GaussianMixture(2, covariance_prior=1.0).partial_fit(X)
     with pytest.raises(ValueError, match="covariance_prior"):
         GaussianMixture(2, covariance_prior=-1.0).fit(X)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied"])
+def test_the_missing_block_e_step_equals_the_block_algebra(covariance_type):
+    """The missing-block route (each component's precision, only the missing block
+    inverted) against SciPy's marginal densities and the conditional moments by the
+    explicit block formulas, row by row; and its chunk statistics against the d x d
+    route's, with padding rows (nothing observed) and unused slots in the index."""
+    from latentlab._shapes import ladder, missing_block_size
+    from latentlab.models import gmm
+    from latentlab.models._gmm_covariances import missing_block_components
+    from latentlab.models._gmm_statistics import _missing_block_chunk, _missing_chunk
+    from latentlab.models.gmm_programs import missing_index
+
+    rng = np.random.default_rng(5)
+    d, n_components, n = 7, 3, 40
+    shape = (n_components, d, d) if covariance_type == "full" else (d, d)
+    A = rng.normal(size=shape)
+    covariance = A @ np.swapaxes(A, -1, -2) + 0.5 * np.eye(d)
+    params = gmm.Params(
+        np.array([0.5, 0.3, 0.2]),
+        rng.normal(size=(n_components, d)),
+        np.linalg.cholesky(covariance),
+    )
+    observed = rng.random((n, d)) > 0.35
+    observed[:, 0] = True  # every real row observes something
+    observed[-3:] = False  # padding rows
+    X = np.where(observed, rng.normal(size=(n, d)), 0.0)
+    most = int((~observed[:-3]).sum(axis=1).max())
+    slots = ladder(most)
+    assert missing_block_size(most, 30) == slots  # large d: the block route
+    assert missing_block_size(d, d) is None  # no smaller than d x d: the d x d route
+    index = missing_index(observed, slots)
+    for i in range(n):
+        missing = np.flatnonzero(~observed[i])[:slots]
+        np.testing.assert_array_equal(index[i, : len(missing)], missing)
+
+    with jax.enable_x64(True):
+        log_density, dx, block = (
+            np.asarray(a)
+            for a in missing_block_components(
+                params, X, observed.astype(float), index, covariance_type
+            )
+        )
+        dense_args = (params, X, observed.astype(float))
+        by_blocks = _missing_block_chunk(*dense_args, index, covariance_type)
+        by_dense = _missing_chunk(*dense_args, covariance_type)
+    covs = np.broadcast_to(covariance, (n_components, d, d))
+    for i in range(n - 3):
+        o, m = observed[i], ~observed[i]
+        s = int(m.sum())
+        for k in range(n_components):
+            S, mu = covs[k], params.means[k]
+            expected = multivariate_normal(mu[o], S[np.ix_(o, o)]).logpdf(X[i, o])
+            np.testing.assert_allclose(log_density[i, k], expected, rtol=1e-12)
+            gain = S[np.ix_(m, o)] @ np.linalg.inv(S[np.ix_(o, o)])
+            np.testing.assert_allclose(dx[i, k, m], gain @ (X[i, o] - mu[o]), atol=1e-12)
+            np.testing.assert_allclose(dx[i, k, o], X[i, o] - mu[o], atol=1e-12)
+            schur = S[np.ix_(m, m)] - gain @ S[np.ix_(o, m)]
+            np.testing.assert_allclose(block[i, k, :s, :s], schur, atol=1e-12)
+            assert np.all(block[i, k, s:] == 0) and np.all(block[i, k, :, s:] == 0)
+    for a, b in zip(jax.tree.leaves(by_blocks), jax.tree.leaves(by_dense), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-11, atol=1e-11)
