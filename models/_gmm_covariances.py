@@ -233,8 +233,7 @@ def missing_block_components(params, X, observed, index, covariance_type: str):
     K, d = params.means.shape
     n, s = index.shape
     L = scale_tril(params.scale, covariance_type, K, d)
-    eye = jnp.broadcast_to(jnp.eye(d, dtype=X.dtype), L.shape)
-    L_inv = solve_triangular(L, eye, lower=True)
+    L_inv = jnp.swapaxes(precision_factor(L), -1, -2)
     P = jnp.swapaxes(L_inv, -1, -2) @ L_inv
     log_det_cov = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
     n_obs = jnp.sum(observed, axis=1)

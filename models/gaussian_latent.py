@@ -303,9 +303,10 @@ def fit_padded_em(
     return _run_em(model, start_inputs, data, n, hyper, tol=tol, max_iter=max_iter, verbose=verbose)
 
 
-def em_from_starts(module, starts, data, n, hyper, *, tol, max_iter, verbose):
-    """EM from a batch of starts; returns (params, trace, n_iter, converged)."""
-    model = EMModel(module.e_step, module.m_step)
+def em_from_starts(module, starts, data, n, hyper, *, tol, max_iter, verbose, coordinates=None):
+    """EM from a batch of starts (with the quasi-Newton phase where ``coordinates``
+    are given); returns (params, trace, n_iter, converged)."""
+    model = EMModel(module.e_step, module.m_step, coordinates=coordinates)
     return _run_em(model, starts, data, n, hyper, tol=tol, max_iter=max_iter, verbose=verbose)
 
 

@@ -259,3 +259,61 @@ def test_prune_level_is_the_alpha_fixed_point_rule():
     expected = alpha_free / alpha > 1 + 10.0
     np.testing.assert_array_equal(np.asarray(active_columns(W, b, 10.0)), expected)
     assert expected.tolist() == [False, False, False, True, True]
+
+
+# -- pruning before the first run converges ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wine_with_holes():
+    from sklearn.datasets import load_wine
+    from sklearn.preprocessing import StandardScaler
+
+    X = StandardScaler().fit_transform(load_wine().data)
+    return np.where(np.random.default_rng(0).random(X.shape) < 0.3, np.nan, X)
+
+
+@pytest.mark.parametrize("prune_after", [1, 20])
+def test_pruning_before_convergence_reaches_the_fit_pruned_at_convergence(
+    wine_with_holes, prune_after, monkeypatch
+):
+    """The first run stops after PRUNE_AFTER steps (breast_cancer's speed-up: the
+    unsupported columns crawl for thousands of steps); the runs after pruning (the
+    quasi-Newton phase, a program as wide as the kept columns) must reach the fit of a
+    first run left to converge (185 steps here), and prune again while columns fall
+    below the threshold.  Log joint to 1e-7 per row, not 1e-9: the ARD prior's nearly
+    flat direction (see test_quasi_newton_phase's Bayesian PCA test)."""
+    from latentlab.estimators import bpca as bpca_estimator
+
+    X = wine_with_holes
+    n = len(X)
+    reference = BayesianPCA(tol=1e-10).fit(X)
+    assert len(reference.log_likelihoods_before_pruning_) < bpca_estimator.PRUNE_AFTER
+
+    runs = []
+    fit_kept = bpca_estimator.BayesianPCA._fit_kept
+
+    def spy(self, data, n_rows, params, kept, hyper, long_fit):
+        runs.append((int(kept.sum()), long_fit))
+        return fit_kept(self, data, n_rows, params, kept, hyper, long_fit)
+
+    monkeypatch.setattr(bpca_estimator, "PRUNE_AFTER", prune_after)
+    monkeypatch.setattr(bpca_estimator.BayesianPCA, "_fit_kept", spy)
+    early = BayesianPCA(tol=1e-10).fit(X)
+
+    assert len(early.log_likelihoods_before_pruning_) == prune_after
+    assert all(long_fit for _, long_fit in runs)
+    if prune_after == 1:  # seen: 10 columns kept after one step, then 7
+        assert len(runs) >= 2 and runs[0][0] > runs[-1][0]
+    assert early.converged_ and is_monotone(early.log_likelihoods_)
+    assert (early.n_components_max_, early.n_components_) == (12, reference.n_components_)
+    assert early.components_all_.shape == (12, 13) and not early.components_all_[7:].any()
+    with jax.enable_x64(True):
+        joint_early = float(log_density(early.model_, (X,), {}, early.params_)[0])
+        joint_reference = float(log_density(reference.model_, (X,), {}, reference.params_)[0])
+    # the declared-once contract: the trace ends at model_'s log joint at params_
+    assert early.log_likelihoods_[-1] == pytest.approx(joint_early, rel=1e-10)
+    assert abs(joint_early - joint_reference) / n < 1e-7
+    np.testing.assert_allclose(
+        early.get_covariance(), reference.get_covariance(), rtol=0, atol=1e-4
+    )

@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import Real, scale_settings
+from latentlab._shapes import gaussian_latent_columns
 from latentlab.estimators import _posterior_hooks
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
@@ -20,6 +21,15 @@ from latentlab.models import bpca
 from latentlab.models.gaussian_latent import em_from_starts, orient_columns, with_active_columns
 
 __all__ = ["BayesianPCA"]
+
+# Steps of a fit's first run (every column) before the columns below the threshold
+# are pruned; the run after it, on the kept columns only, goes on to convergence, and
+# prunes again if more columns fall below.  Measured on breast_cancer standardised
+# with 30% MAR holes (29 columns, 20 kept): the kept set after 300 steps is the one
+# after the 3,339 of a run to convergence, and the whole fit took 21 s warm against
+# 147 s, its log-likelihood 4e-5 nats per row higher.  Fits whose first run
+# converges sooner (wine, diabetes) are unchanged.
+PRUNE_AFTER = 300
 
 
 class BayesianPCA(GaussianLatentEstimator):
@@ -56,8 +66,10 @@ class BayesianPCA(GaussianLatentEstimator):
         data, then sets the column's precision.  At the defaults this is 2% of the
         mean feature variance.  The threshold is not tied to the noise variance:
         supported components can carry less variance than the noise (their ARD fixed
-        point exists down to about sigma2 * sqrt(d / n)).  EM then continues with
-        the switched-off columns fixed at zero.
+        point exists down to about sigma2 * sqrt(d / n)).  The first run (every
+        column) prunes when it converges or after ``PRUNE_AFTER`` (300) steps; EM
+        then continues on the kept columns, pruning again until a run converges
+        with every kept column above the threshold.
     method : {"em", "map", "svi"}, default="em"
         ``"em"`` and ``"map"`` (AutoDelta on the same declaration) both find the MAP;
         ``"svi"`` fits a mean-field Gaussian posterior.
@@ -93,7 +105,7 @@ class BayesianPCA(GaussianLatentEstimator):
         which EM never decreases; ``score`` is the log-likelihood alone.  When
         components are pruned, the fit is the MAP of the model with the kept
         components: EM restarts from the pruned point, and ``log_likelihoods_`` /
-        ``n_iter_`` describe that run, whose last value is ``model_``'s log joint
+        ``n_iter_`` describe the last run, whose last value is ``model_``'s log joint
         density at ``params_`` (the step from the first run's model can lower it);
         the first run's trace is ``log_likelihoods_before_pruning_``.  With
         ``method="map"`` or ``"svi"`` there is one run, of the model with all
@@ -208,29 +220,86 @@ class BayesianPCA(GaussianLatentEstimator):
         return self.alpha_b * self.reference_variance_
 
     def _fit_em(self, data, n, K, column_variance, hyper):
-        params, trace, n_iter, converged = super()._fit_em(data, n, K, column_variance, hyper)
+        # The first run, with every column, stops after at most PRUNE_AFTER steps to
+        # prune: the columns the data do not support then shrink for thousands of steps
+        # through the prior's flat regime, at the cost of the full width, while the
+        # kept set is settled long before (see PRUNE_AFTER).
+        first_max_iter = min(self.max_iter, PRUNE_AFTER)
+        params, trace, n_iter, converged = super()._fit_em(
+            data, n, K, column_variance, hyper, max_iter=first_max_iter
+        )
         self.log_likelihoods_before_pruning_ = to_numpy(trace)
         # the fit's W is padded to a bucket of columns; the first K are the model's
-        columns = np.arange(params.W.shape[1]) < K
-        active = bpca.active_columns(params.W, hyper.b, self.prune_threshold) & columns
-        if active.sum() == K:
-            return params, trace, n_iter, converged
-        # Fix the switched-off columns at zero (a fixed point of the updates: E[z_k] = 0
-        # and alpha_k = (d + 2a - 2) / 2b) and let EM settle the rest.
+        model_columns = np.arange(params.W.shape[1]) < K
+        cut_short = not converged and n_iter < self.max_iter
+        # A first run cut short leaves most of the work to the runs after pruning:
+        # they take the quasi-Newton phase, on a program no wider than the kept columns
+        # need.  After a first run that converged they are a few EM cycles, which
+        # those programs' compiles would cost more than they save (wine: 2 s against
+        # 10 s for a first call).
+        long_fit = cut_short
+        while True:
+            kept = model_columns & np.asarray(
+                bpca.active_columns(params.W, hyper.b, self.prune_threshold)
+            )
+            if kept.sum() == model_columns.sum() and not cut_short:
+                break
+            params, trace, n_iter, converged, hyper = self._fit_kept(
+                data, n, params, kept, hyper, long_fit
+            )
+            model_columns = np.arange(params.W.shape[1]) < kept.sum()
+            cut_short = False
+        return self._with_pruned_columns(params, model_columns, K, hyper), trace, n_iter, converged
+
+    def _fit_kept(self, data, n, params, kept, hyper, long_fit):
+        """EM on the model with the ``kept`` columns only, from their values in
+        ``params``, kept columns first and the rest zero padding.  ``long_fit``: with
+        the quasi-Newton phase, on a program as wide as the kept columns need (the
+        switched-off ones dropped, not carried as zeros); else EM alone at the same
+        width.  Returns the run and its ``hyper``."""
+        d, width = params.W.shape
+        n_kept = int(kept.sum())
+        if long_fit:
+            n_missing = data.X.shape[0] * data.X.shape[1]
+            if data.rows is not None:  # rows with missing entries outside the program
+                n_missing += int(data.rows.n_rows)
+            width = gaussian_latent_columns(n_kept, d, n_missing)
+        order = np.argsort(~kept, kind="stable")[:width]  # kept columns first
+        columns = np.arange(width) < n_kept
+        W = np.where(columns, np.asarray(params.W)[:, order], 0.0).astype(params.W.dtype)
+        alpha = np.where(columns, np.asarray(params.alpha)[order], 1.0).astype(params.W.dtype)
+        start = jax.tree.map(lambda leaf: np.asarray(leaf)[None], params._replace(W=W, alpha=alpha))
+        # The switched-off columns leave the model (the one _finish reports); padding
+        # has no prior term, so the run's trace is that model's log joint.  It may
+        # start below the previous run's end.
+        hyper = with_active_columns(hyper, columns.astype(params.W.dtype))
+        run = em_from_starts(
+            bpca,
+            start,
+            data,
+            n,
+            hyper,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            verbose=self.verbose,
+            coordinates=bpca.coordinates if long_fit else None,
+        )
+        return (*run, hyper)
+
+    def _with_pruned_columns(self, params, model_columns, K, hyper):
+        """The fit as K columns: the model's, then the pruned ones at zero with their
+        data-free precision (d + 2a - 2) / 2b, a fixed point of the updates."""
         d = params.W.shape[0]
-        alpha_max = (d + 2 * hyper.a - 2) / (2 * hyper.b)
-        pruned = params._replace(
-            W=params.W * active, alpha=np.where(active, params.alpha, alpha_max)
-        )
-        start = jax.tree.map(lambda leaf: leaf[None], pruned)
-        # Pruning moves to the model with the kept columns only, the one _finish
-        # reports: the switched-off ones become padding (no prior term), so the second
-        # run's trace is that model's log joint.  It may start below the first run's
-        # end, so the reported trace is the second run's.
-        hyper = with_active_columns(hyper, active.astype(params.W.dtype))
-        return em_from_starts(
-            bpca, start, data, n, hyper, tol=self.tol, max_iter=self.max_iter, verbose=self.verbose
-        )
+        n_model = int(model_columns.sum())
+        if params.W.shape[1] >= K and n_model == K:
+            return params
+        dtype = params.W.dtype
+        alpha_free = (d + 2 * hyper.a - 2) / (2 * hyper.b)
+        W = np.zeros((d, K), dtype)
+        W[:, :n_model] = np.asarray(params.W)[:, :n_model]
+        alpha = np.full(K, alpha_free, dtype)
+        alpha[:n_model] = np.asarray(params.alpha)[:n_model]
+        return params._replace(W=W, alpha=alpha)
 
     def _warn_after_fit(self, hyper):
         if self.n_components_ == self.n_components_max_ > 1:

@@ -277,9 +277,10 @@ class GaussianLatentEstimator(
             return "ELBO"
         return "log joint density" if getattr(self, "prior", False) else "log-likelihood"
 
-    def _fit_em(self, data, n, K, column_variance, hyper):
-        """EM with the loadings padded to a bucket of columns; returns
-        ``(params, trace, n_iter, converged)`` as NumPy, W still padded."""
+    def _fit_em(self, data, n, K, column_variance, hyper, max_iter=None):
+        """EM with the loadings padded to a bucket of columns (at most ``max_iter``
+        steps, default the setting's); returns ``(params, trace, n_iter, converged)``
+        as NumPy, W still padded."""
         return fit_padded_em(
             self._module,
             data,
@@ -288,7 +289,7 @@ class GaussianLatentEstimator(
             column_variance,
             hyper,
             n_init=self.n_init,
-            max_iter=self.max_iter,
+            max_iter=self.max_iter if max_iter is None else max_iter,
             tol=self.tol,
             verbose=self.verbose,
             seed=check_random_state(self.random_state).randint(0, 2**31 - 1),
