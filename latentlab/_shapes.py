@@ -336,6 +336,27 @@ def missing_block_size(most_missing: int, n_features: int) -> int | None:
     return size
 
 
+def missing_block_groups(missing_counts, n_features: int, chunk: int) -> tuple[int, ...] | None:
+    """Slots of the groups the mixture's missing-block E-step sorts its rows into, by
+    each row's number of missing entries (``missing_counts``, rows with any), smallest
+    first; None for the d x d route (:func:`missing_block_size`).  Two groups, the
+    rows with at most s / 2 missing (the rung at or below it) in blocks of that size
+    and the rest in blocks of s, where the first fills at least a chunk of ``chunk``
+    rows: each group pays for chunks of its own and the block's cost grows as its
+    cube.  Measured on breast_cancer with 30% MAR holes (most missing 21, mean 9):
+    an E-step 2.2x faster than with every row at 24 slots (three groups: 2.5x)."""
+    counts = np.asarray(missing_counts)
+    largest = missing_block_size(int(counts.max()), n_features)
+    if largest is None:
+        return None
+    small = largest // 2
+    while small > 2 and ladder(small) != small:  # the rung at or below s / 2
+        small -= 1
+    if small >= 2 and np.sum(counts <= small) >= chunk and np.any(counts > small):
+        return small, largest
+    return (largest,)
+
+
 def trace_capacity(max_iter: int) -> int:
     """The length of EM's trace buffer for ``max_iter`` iterations: the next power of
     two, at least 8 (0 stays 0: no EM step).  The limit itself is an input of the

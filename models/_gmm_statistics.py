@@ -39,9 +39,12 @@ class GMMData(NamedTuple):
     # int32 token of rows kept outside the program (out of core, Dask), whose
     # statistics the host adds each E-step (latentlab.inference.chunked.host_sum)
     rows: jax.Array | None = None
-    # (m_chunks, m_chunk, s) int32: each missing row's missing coordinates first, for
-    # full/tied covariances where s < d (see _missing_block_chunk); None otherwise
-    missing_index: jax.Array | None = None
+    # for full/tied covariances where blocks are smaller than d (see
+    # _missing_block_chunk): the rows with missing entries sorted into groups by how
+    # many they miss, each group's chunks after the previous group's in X_missing, and
+    # here one (group chunks, m_chunk, s) int32 array per group, each row's missing
+    # coordinates first (s the group's slots); None otherwise
+    missing_index: tuple[jax.Array, ...] | None = None
 
 
 class MixtureStats(NamedTuple):

@@ -320,13 +320,18 @@ def e_step(params: Params, data: GMMData, hyper: Hyper, *, covariance_type: str)
     if data.X_missing.shape[0]:
         if data.missing_index is None:
             incomplete = partial(_missing_chunk, covariance_type=covariance_type)
-            arrays = (data.X_missing, data.observed)
-        else:  # full/tied: only each row's missing block is inverted
+            groups = [(data.X_missing, data.observed)]
+        else:  # full/tied: only each row's missing block is inverted, group by group
             incomplete = partial(_missing_block_chunk, covariance_type=covariance_type)
-            arrays = (data.X_missing, data.observed, data.missing_index)
-        more, more_ll = _sum_over_chunks(incomplete, params, arrays)
-        stats = jax.tree.map(jnp.add, stats, more)
-        loglik = loglik + more_ll
+            groups, start = [], 0
+            for index in data.missing_index:  # a group's chunks follow the previous one's
+                stop = start + index.shape[0]
+                groups.append((data.X_missing[start:stop], data.observed[start:stop], index))
+                start = stop
+        for arrays in groups:
+            more, more_ll = _sum_over_chunks(incomplete, params, arrays)
+            stats = jax.tree.map(jnp.add, stats, more)
+            loglik = loglik + more_ll
     if data.rows is not None:
         from latentlab.inference.chunked import host_sum
 

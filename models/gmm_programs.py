@@ -74,8 +74,9 @@ from latentlab._shapes import (
     chunked,
     component_bucket,
     em_rows,
-    missing_block_size,
+    missing_block_groups,
     pad_rows,
+    padded_size,
     signature,
     trace_capacity,
 )
@@ -398,11 +399,15 @@ def program_key(
 
 
 def block_slots(observed, covariance_type):
-    """The missing-block E-step's slots per row (:func:`~latentlab._shapes.missing_block_size`)
-    for full/tied covariances, None where the d x d route is used."""
+    """The missing-block E-step's row groups, as their slots per row
+    (:func:`~latentlab._shapes.missing_block_groups`), for full/tied covariances;
+    None where the d x d route is used."""
     if covariance_type not in ("full", "tied") or observed.all():
         return None
-    return missing_block_size(np.max(np.sum(~observed, axis=1)), observed.shape[1])
+    counts = np.sum(~observed, axis=1)
+    return missing_block_groups(
+        counts[counts > 0], observed.shape[1], GMM_MISSING_CHUNK[covariance_type]
+    )
 
 
 def missing_index(observed, slots):
@@ -425,23 +430,39 @@ def em_data(Xc, observed, dtype, covariance_type, devices):
     complete = observed.all(axis=1)
     missing_chunk = GMM_MISSING_CHUNK[covariance_type]
     no_rows = np.zeros((0, 1, d))
+    incomplete_rows = [np.flatnonzero(~complete)]
+    slots = block_slots(observed, covariance_type)
+    if slots is not None:  # rows grouped by how many entries they miss
+        counts = np.sum(~observed[incomplete_rows[0]], axis=1)
+        group = np.searchsorted(np.asarray(slots), counts)  # the first group that fits
+        incomplete_rows = [incomplete_rows[0][group == g] for g in range(len(slots))]
+    # every group in chunks of the same rows (one group: chunked's), one after another
+    rows = padded_size(int(np.sum(~complete)), missing_chunk, em_rows)[0]
+
+    def in_chunks(a):
+        return chunked(a, rows, lambda _: rows)
+
+    def missing_chunks(a):
+        return np.concatenate([in_chunks(a[r]) for r in incomplete_rows])
+
     data = gmm.GMMData(
         *(
             a.astype(dtype)
             for a in (
                 chunked(Xc[complete], GMM_CHUNK, em_rows),
                 chunked(np.ones(int(complete.sum())), GMM_CHUNK, em_rows),
-                chunked(Xc[~complete], missing_chunk, em_rows) if not complete.all() else no_rows,
-                chunked(observed[~complete].astype(float), missing_chunk, em_rows)
-                if not complete.all()
-                else no_rows,
+                missing_chunks(Xc) if not complete.all() else no_rows,
+                missing_chunks(observed.astype(float)) if not complete.all() else no_rows,
             )
         )
     )
-    slots = block_slots(observed, covariance_type)
     if slots is not None:
-        index = missing_index(observed[~complete], slots)
-        data = data._replace(missing_index=chunked(index, missing_chunk, em_rows))
+        data = data._replace(
+            missing_index=tuple(
+                in_chunks(missing_index(observed[r], s))
+                for r, s in zip(incomplete_rows, slots, strict=True)
+            )
+        )
     fields = ("X", "row_mask", "X_missing", "observed", "missing_index")
     return shard_fields(data, fields, devices)
 

@@ -514,3 +514,49 @@ def test_the_missing_block_e_step_equals_the_block_algebra(covariance_type):
             assert np.all(block[i, k, s:] == 0) and np.all(block[i, k, :, s:] == 0)
     for a, b in zip(jax.tree.leaves(by_blocks), jax.tree.leaves(by_dense), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied"])
+def test_rows_grouped_by_their_missing_count_give_the_d_by_d_e_step(covariance_type):
+    """Where most rows miss few entries and some miss many, em_data sorts the rows into
+    two groups (blocks of s/2 and of s slots, one group's chunks after the other's):
+    the E-step's statistics and log-likelihood equal the d x d route's on the same
+    rows, and the layout holds every row once."""
+    from latentlab._shapes import missing_block_groups
+    from latentlab.models import gmm
+    from latentlab.models.gmm_programs import block_slots, em_data
+
+    rng = np.random.default_rng(11)
+    n, d, n_components = 400, 30, 3
+    # 300 rows miss 1-5 entries, 90 miss 8-20, 10 are complete
+    missing_count = np.concatenate(
+        [rng.integers(1, 6, 300), rng.integers(8, 21, 90), np.zeros(10, int)]
+    )
+    observed = np.ones((n, d), bool)
+    for i, c in enumerate(missing_count):
+        observed[i, rng.choice(np.arange(1, d), c, replace=False)] = False
+    X = np.where(observed, rng.normal(size=(n, d)), 0.0)
+    slots = block_slots(observed, covariance_type)
+    assert slots == (12, 24)
+    assert missing_block_groups(missing_count[missing_count > 0], d, 1000) == (24,)
+
+    shape = (n_components, d, d) if covariance_type == "full" else (d, d)
+    A = rng.normal(size=shape) / np.sqrt(d)
+    params = gmm.Params(
+        np.array([0.5, 0.3, 0.2]),
+        rng.normal(size=(n_components, d)),
+        np.linalg.cholesky(A @ np.swapaxes(A, -1, -2) + 0.5 * np.eye(d)),
+    )
+    hyper = gmm.Hyper(np.asarray(1e-6), np.ones(n_components), None)
+    with jax.enable_x64(True):
+        grouped = em_data(X, observed, np.float64, covariance_type, None)
+        dense = grouped._replace(missing_index=None)  # X_missing holds every row either way
+        assert [index.shape[-1] for index in grouped.missing_index] == [12, 24]
+        chunks = sum(index.shape[0] for index in grouped.missing_index)
+        assert chunks == grouped.X_missing.shape[0]
+        real = np.asarray(grouped.observed).sum(axis=-1) > 0
+        assert real.sum() == 390  # every incomplete row once, padding rows empty
+        by_groups = gmm.e_step(params, grouped, hyper, covariance_type=covariance_type)
+        by_dense = gmm.e_step(params, dense, hyper, covariance_type=covariance_type)
+    for a, b in zip(jax.tree.leaves(by_groups), jax.tree.leaves(by_dense), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-10)

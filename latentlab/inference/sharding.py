@@ -128,9 +128,9 @@ def shard_fields(data, fields: Sequence[str], devices, axis: int = 1):
     """``data`` (a NamedTuple) with its ``fields`` sharded along ``axis`` over
     ``devices`` (:func:`resolve_devices`); ``data`` itself when ``devices`` is None.
 
-    The fields must be NumPy arrays whose ``axis`` indexes rows, and zero rows must
-    contribute nothing (masked rows); all of them are padded alike.  Empty arrays
-    (no rows of that kind) stay as they are.  Call inside the fit's precision
+    The fields must be NumPy arrays (or tuples of them) whose ``axis`` indexes rows,
+    and zero rows must contribute nothing (masked rows); all of them are padded
+    alike.  Empty arrays (no rows of that kind) stay as they are.  Call inside the fit's precision
     context: the arrays keep their dtype.
     """
     mesh = row_mesh(devices)
@@ -139,6 +139,9 @@ def shard_fields(data, fields: Sequence[str], devices, axis: int = 1):
     placed = {}
     for name in fields:
         value = getattr(data, name)
+        if isinstance(value, tuple):  # a tuple of arrays (a mixture's row groups)
+            placed[name] = tuple(v if np.size(v) == 0 else shard_rows(v, mesh, axis) for v in value)
+            continue
         if value is None or np.size(value) == 0:
             continue
         placed[name] = shard_rows(value, mesh, axis)
