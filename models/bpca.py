@@ -213,13 +213,41 @@ def best_alpha(W, hyper: Hyper, padding_alpha):
     return jnp.where(hyper.columns > 0, alpha, padding_alpha)
 
 
+def diagonalising_rotation(W, columns=None):
+    """The rotation R (K, K) that makes the model's columns of ``W R`` orthogonal, in
+    decreasing norm, and leaves the other columns (``columns`` 0: padding) where they
+    are.
+
+    The likelihood sees W only through W W^T, so it is the same at W R; the log
+    prior with alpha at its maximiser is -(d + 2a - 2)/2 sum_k log(||w_k||^2 + 2b) up
+    to a constant, a convex function of the column norms, which over rotations are the
+    diagonals of R^T W^T W R: all majorised by the eigenvalues of W^T W (Schur), so the
+    prior is highest, -(d + 2a - 2)/2 log det(W^T W + 2b I), at this R.  The MAP's
+    columns are therefore orthogonal."""
+    K = W.shape[1]
+    c = jnp.ones(K, W.dtype) if columns is None else (columns > 0).astype(W.dtype)
+    gram = (W.T @ W) * c[:, None] * c[None, :]
+    # the padding's eigenvalues pushed below every model column's (>= 0)
+    _, vectors = jnp.linalg.eigh(gram - jnp.diag(1.0 - c) * (1.0 + jnp.trace(gram)))
+    vectors = vectors[:, ::-1]  # model columns first, in decreasing norm
+    # ... placed where the model's columns are (the padding keeps its places)
+    places = jnp.argsort(1.0 - c, stable=True)
+    placed = jnp.zeros_like(vectors).at[:, places].set(vectors)
+    return placed * c[:, None] * c[None, :] + jnp.diag(1.0 - c)
+
+
 # The quasi-Newton phase's coordinates: PPCA's (W, mu, the noise's standard deviation
 # above its floor), with alpha profiled out -- set to its maximiser given W, as EM's
 # M-step leaves it -- so the phase climbs the same log joint with fewer coordinates and
 # no boundary at alpha -> infinity.  A fit's first run (before pruning) uses it: with
 # 30% of breast_cancer's entries missing, EM alone crawled for thousands of cycles,
 # the fit took about 5x as long and ended 0.13 nats per row lower in log-likelihood
-# (measured).
+# (measured).  The rotation is profiled out too: the coordinates' W is turned by
+# :func:`diagonalising_rotation`, which maximises the log joint over rotations, so the
+# objective is invariant to them and the phase does not crawl along them (columns of
+# nearly equal norm make the log joint almost flat there).  Its gradient holds the
+# rotation fixed: the derivative of a maximum over rotations is that of the maximised
+# function at the maximiser (the envelope theorem).
 _noise_coordinates = variance_coordinates(ppca.Params, lambda hyper: (hyper.variance_floor,))
 
 
@@ -229,6 +257,7 @@ def _to_free(params: Params, hyper: Hyper):
 
 def _from_free(x, hyper: Hyper) -> Params:
     W, mu, sigma2 = _noise_coordinates.from_free(x, hyper)
+    W = W @ jax.lax.stop_gradient(diagonalising_rotation(W, hyper.columns))
     return Params(W=W, mu=mu, sigma2=sigma2, alpha=best_alpha(W, hyper, jnp.ones_like(W[0])))
 
 
