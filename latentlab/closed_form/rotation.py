@@ -72,7 +72,7 @@ import numpy as np
 
 from latentlab.inference.programs import program
 
-__all__ = ["ROTATION_METHODS", "Rotation", "rotate", "rotation_criterion"]
+__all__ = ["ROTATION_METHODS", "Rotation", "rotate", "rotation_criterion", "rotation_objective"]
 
 ORTHOGONAL_METHODS = ("varimax", "quartimax", "equamax", "orthomax")
 OBLIQUE_METHODS = ("oblimin", "quartimin", "geomin", "promax")
@@ -443,77 +443,9 @@ def rotate(
     """
     A = _check_loadings(loadings)
     d, K = A.shape
-    if not isinstance(method, str) or method not in ROTATION_METHODS:
-        raise ValueError(f"Unknown rotation method={method!r}; expected one of {ROTATION_METHODS}")
-    if criterion is not None and method != "custom":
-        raise ValueError(
-            f"criterion= is for method='custom', not the named method={method!r}; "
-            "pass method='custom' with the callable"
-        )
-    if method == "custom":
-        if criterion is None:
-            raise ValueError("method='custom' needs criterion=, a callable f(L) -> scalar")
-        if not callable(criterion):
-            raise ValueError(f"criterion must be callable f(L) -> scalar, got {criterion!r}")
-    if oblique is not None and not isinstance(oblique, bool | np.bool_):
-        raise ValueError(f"oblique must be True, False or None, got {oblique!r}")
-    if method in ORTHOGONAL_METHODS and oblique:
-        raise ValueError(
-            f"method={method!r} is orthogonal only: its criterion is unbounded below under "
-            "oblique rotation; use oblimin, quartimin or geomin for an oblique rotation"
-        )
-    if method == "promax" and oblique is False:
-        raise ValueError("method='promax' is oblique by construction; oblique=False is refused")
-    is_oblique = method == "promax" or bool(_DEFAULT_OBLIQUE.get(method, False))
-    if oblique is not None:
-        is_oblique = bool(oblique)
-
-    # the criterion and its numbers
-    if gamma is not None and method not in ("orthomax", "oblimin"):
-        raise ValueError(f"gamma applies to method='orthomax' or 'oblimin', not {method!r}")
-    name, g, eps = "orthomax", 0.0, 0.01
-    if method in ORTHOGONAL_METHODS:
-        if method == "orthomax":
-            if gamma is None:
-                raise ValueError("method='orthomax' needs gamma (0 quartimax, 1 varimax)")
-            g = _real("gamma", gamma, low=0.0)
-        else:
-            g = {"varimax": 1.0, "quartimax": 0.0, "equamax": K / 2.0}[method]
-    elif method in ("oblimin", "quartimin"):
-        name = "oblimin"
-        g = 0.0 if gamma is None else _real("gamma", gamma, high=1.0)
-    elif method == "geomin":
-        name = "geomin"
-        eps = _real("epsilon", epsilon, low=0.0, low_open=True)
-    elif method == "promax":
-        g = 1.0  # its varimax stage
-        kappa = _real("kappa", kappa, low=1.0)
-    elif method == "custom":
-        name = criterion
-    H = W = np.zeros((d, K))
-    if method in ("target", "partial_target"):
-        name = "target"
-        if target is None:
-            raise ValueError(f"method={method!r} needs target=, a (d, K) = {A.shape} matrix")
-        if method == "target":
-            if target_weights is not None:
-                raise ValueError("target_weights are for method='partial_target', not 'target'")
-            H, W = _check_matrix("target", target, A.shape), np.ones((d, K))
-        else:
-            if target_weights is None:
-                raise ValueError(
-                    "method='partial_target' needs target_weights=, the 0/1 mask of the "
-                    "target entries that count"
-                )
-            W = _check_matrix("target_weights", target_weights, A.shape)
-            if not np.isin(W, (0.0, 1.0)).all():
-                raise ValueError("target_weights must be 0/1 or boolean")
-            H = _check_matrix("target", target, A.shape, allow_nan=True)
-            if np.isnan(H[W == 1]).any():
-                raise ValueError("target is NaN at entries whose target_weights are 1")
-            H = np.where(W == 1, H, 0.0)
-    elif target is not None or target_weights is not None:
-        raise ValueError(f"target/target_weights apply to the target methods, not {method!r}")
+    name, g, eps, H, W, is_oblique, kappa = _criterion_settings(
+        method, A.shape, oblique, gamma, kappa, epsilon, target, target_weights, criterion
+    )
     if isinstance(n_starts, bool) or not isinstance(n_starts, int | np.integer) or n_starts < 1:
         raise ValueError(f"n_starts must be an integer >= 1, got {n_starts!r}")
     if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 0:
@@ -574,6 +506,110 @@ def rotate(
         method=method,
         oblique=is_oblique,
     )
+
+
+def _criterion_settings(
+    method, shape, oblique, gamma, kappa, epsilon, target, target_weights, criterion
+):
+    """:func:`rotate`'s settings checked and resolved into the criterion's name (or
+    callable) and numbers ``(name, gamma, epsilon, H, W, oblique, kappa)``, for loadings
+    of ``shape`` (d, K)."""
+    d, K = shape
+    if not isinstance(method, str) or method not in ROTATION_METHODS:
+        raise ValueError(f"Unknown rotation method={method!r}; expected one of {ROTATION_METHODS}")
+    if criterion is not None and method != "custom":
+        raise ValueError(
+            f"criterion= is for method='custom', not the named method={method!r}; "
+            "pass method='custom' with the callable"
+        )
+    if method == "custom":
+        if criterion is None:
+            raise ValueError("method='custom' needs criterion=, a callable f(L) -> scalar")
+        if not callable(criterion):
+            raise ValueError(f"criterion must be callable f(L) -> scalar, got {criterion!r}")
+    if oblique is not None and not isinstance(oblique, bool | np.bool_):
+        raise ValueError(f"oblique must be True, False or None, got {oblique!r}")
+    if method in ORTHOGONAL_METHODS and oblique:
+        raise ValueError(
+            f"method={method!r} is orthogonal only: its criterion is unbounded below under "
+            "oblique rotation; use oblimin, quartimin or geomin for an oblique rotation"
+        )
+    if method == "promax" and oblique is False:
+        raise ValueError("method='promax' is oblique by construction; oblique=False is refused")
+    is_oblique = method == "promax" or bool(_DEFAULT_OBLIQUE.get(method, False))
+    if oblique is not None:
+        is_oblique = bool(oblique)
+
+    # the criterion and its numbers
+    if gamma is not None and method not in ("orthomax", "oblimin"):
+        raise ValueError(f"gamma applies to method='orthomax' or 'oblimin', not {method!r}")
+    name, g, eps = "orthomax", 0.0, 0.01
+    if method in ORTHOGONAL_METHODS:
+        if method == "orthomax":
+            if gamma is None:
+                raise ValueError("method='orthomax' needs gamma (0 quartimax, 1 varimax)")
+            g = _real("gamma", gamma, low=0.0)
+        else:
+            g = {"varimax": 1.0, "quartimax": 0.0, "equamax": K / 2.0}[method]
+    elif method in ("oblimin", "quartimin"):
+        name = "oblimin"
+        g = 0.0 if gamma is None else _real("gamma", gamma, high=1.0)
+    elif method == "geomin":
+        name = "geomin"
+        eps = _real("epsilon", epsilon, low=0.0, low_open=True)
+    elif method == "promax":
+        g = 1.0  # its varimax stage
+        kappa = _real("kappa", kappa, low=1.0)
+    elif method == "custom":
+        name = criterion
+    H = W = np.zeros((d, K))
+    if method in ("target", "partial_target"):
+        name = "target"
+        if target is None:
+            raise ValueError(f"method={method!r} needs target=, a (d, K) = {(d, K)} matrix")
+        if method == "target":
+            if target_weights is not None:
+                raise ValueError("target_weights are for method='partial_target', not 'target'")
+            H, W = _check_matrix("target", target, (d, K)), np.ones((d, K))
+        else:
+            if target_weights is None:
+                raise ValueError(
+                    "method='partial_target' needs target_weights=, the 0/1 mask of the "
+                    "target entries that count"
+                )
+            W = _check_matrix("target_weights", target_weights, (d, K))
+            if not np.isin(W, (0.0, 1.0)).all():
+                raise ValueError("target_weights must be 0/1 or boolean")
+            H = _check_matrix("target", target, (d, K), allow_nan=True)
+            if np.isnan(H[W == 1]).any():
+                raise ValueError("target is NaN at entries whose target_weights are 1")
+            H = np.where(W == 1, H, 0.0)
+    elif target is not None or target_weights is not None:
+        raise ValueError(f"target/target_weights apply to the target methods, not {method!r}")
+    return name, g, eps, H, W, is_oblique, kappa
+
+
+def rotation_objective(method, shape, *, oblique=None, normalize=False, **settings):
+    """The criterion a rotation by ``method`` (with :func:`rotate`'s settings) minimises,
+    as ``(criterion, oblique, normalize)``: ``criterion(L)`` of a (d, K) pattern of
+    (normalised, where ``normalize``) loadings, traceable.  Not for promax, which
+    minimises no criterion of its own."""
+    if method == "promax":
+        raise ValueError("promax is a procedure (varimax, then a power target), not a criterion")
+    allowed = {"gamma", "kappa", "epsilon", "target", "target_weights", "criterion"}
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise ValueError(f"unknown rotation settings {unknown}")
+    args = {k: settings.get(k) for k in allowed}
+    args["kappa"] = 4.0 if args["kappa"] is None else args["kappa"]
+    args["epsilon"] = 0.01 if args["epsilon"] is None else args["epsilon"]
+    name, g, eps, H, W, is_oblique, _ = _criterion_settings(method, tuple(shape), oblique, **args)
+    H, W = jnp.asarray(H), jnp.asarray(W)
+
+    def criterion(L):
+        return rotation_criterion(name, L, g, eps, H, W)
+
+    return criterion, is_oblique, bool(normalize)
 
 
 def _same_value(criterion, L, value, gamma, epsilon, H, W):

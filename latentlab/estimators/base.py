@@ -331,6 +331,75 @@ class LatentEstimator(BaseEstimator):
         )
 
     @available_if(_is_generative)
+    def covariance_of_estimates(self, X, y=None, *, vcov: str = "observed"):
+        """The estimates' covariance matrix from the information of the exact
+        likelihood (missing entries marginalised), by the delta method.
+
+        The information is the negative Hessian of the declaration's log-likelihood
+        (for fits that maximise a log joint density, such as Bayesian PCA, of that:
+        the Laplace approximation's covariance) at the fitted point, in identified,
+        unconstrained coordinates; the estimates are the fit's reported parameters in
+        data units and in the fit's own frame (loadings on their principal axes, as
+        ``components_`` reports them), whose choice from the data is part of the
+        delta method.  Parameters held at a bound (a Heywood uniqueness at its floor)
+        are held fixed there and flagged (``at_boundary`` of :meth:`standard_errors`).
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features)
+            The data the model was fitted to (NaN marks missing entries where the model
+            accepts them); refused if the fit is not a maximum of its likelihood.
+        y : array, optional
+            Targets, for supervised models.
+        vcov : {"observed", "sandwich"}, default="observed"
+            ``"observed"``: the inverse observed information.  ``"sandwich"``:
+            ``H^-1 B H^-1`` with ``B`` the sum of the rows' score outer products (Huber
+            1967, White 1982), consistent where the model is misspecified;
+            maximum-likelihood fits only.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Square, indexed (both ways) by the estimates' labels ``name[i, j]`` in the
+            order of :meth:`standard_errors`.
+        """
+        import pandas as pd
+
+        from latentlab.estimators._standard_errors import covariance_of_estimates, labels_of
+
+        result = covariance_of_estimates(self, X, y, vcov=vcov)
+        labels = labels_of(result)
+        return pd.DataFrame(result.covariance, index=labels, columns=labels)
+
+    @available_if(_is_generative)
+    def standard_errors(self, X, y=None, *, vcov: str = "observed"):
+        """Standard errors of the fitted parameters, with Wald tests.
+
+        From :meth:`covariance_of_estimates` (see there for ``X``, ``y`` and
+        ``vcov``).  Returns a pandas table, one row per estimate (indexed by labels
+        ``name[i, j]``): ``parameter``, ``index`` (the entry's coordinate labels),
+        ``estimate``, ``std_error``, ``z`` and ``p_value`` (two-sided, of the
+        hypothesis that the entry is 0; for a variance that hypothesis lies on the
+        boundary and the test is conservative), ``at_boundary`` (held at a bound: no
+        standard error).
+        """
+        from latentlab.estimators._standard_errors import covariance_of_estimates, estimates_table
+
+        return estimates_table(covariance_of_estimates(self, X, y, vcov=vcov))
+
+    @available_if(_is_generative)
+    def confidence_intervals(self, X, y=None, *, level: float = 0.95, vcov: str = "observed"):
+        """Wald confidence intervals ``estimate +- z_(1+level)/2 * std_error``: the
+        table of :meth:`standard_errors` with columns ``lower`` and ``upper``.  Wald
+        intervals of variances and weights are symmetric and can cross their bounds;
+        they are first-order, as the standard errors are."""
+        from latentlab.estimators._standard_errors import covariance_of_estimates, estimates_table
+
+        if not (isinstance(level, (int, float, np.floating)) and 0.0 < float(level) < 1.0):
+            raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
+        return estimates_table(covariance_of_estimates(self, X, y, vcov=vcov), float(level))
+
+    @available_if(_is_generative)
     def score(self, X, y=None) -> float:
         """Mean per-sample log-likelihood of X (higher is better).
 

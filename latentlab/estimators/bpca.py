@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._settings import Real, scale_settings
 from latentlab._shapes import gaussian_latent_columns
-from latentlab.estimators import _posterior_hooks
+from latentlab.estimators import _posterior_hooks, _standard_errors
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
     VARIANCE_FLOOR,
@@ -128,6 +128,7 @@ class BayesianPCA(GaussianLatentEstimator):
 
     _module = bpca
     _posterior_problem = _posterior_hooks.bpca_problem  # for sample_posterior
+    _reported_estimates = _standard_errors.bpca_estimates  # for standard_errors
     _isotropic_noise = True  # params_["sigma2"] (noise_variance_, a float)
     _settings = {
         **GaussianLatentEstimator._settings,

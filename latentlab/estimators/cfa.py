@@ -84,6 +84,7 @@ class ConfirmatoryFactorAnalysis(
     """
 
     _generative = True  # score, bic, aic, n_parameters_, sample_posterior
+    _no_standard_errors = "not yet for confirmatory models"  # for standard_errors
     _settings = {
         # checked with the data (names, shape)
         "pattern": InstanceOf(dict, "a dict {factor: indicators}") | ArrayLike() | None,

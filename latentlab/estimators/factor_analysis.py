@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._docstrings import fill_doc
 from latentlab._settings import ArrayLike, Boolean, Integer, Options, scale_settings
-from latentlab.estimators import _posterior_hooks
+from latentlab.estimators import _posterior_hooks, _standard_errors
 from latentlab.estimators.base import LATENTLAB_FILES, to_numpy
 from latentlab.estimators.gaussian_latent import (
     ROTATION_SETTINGS,
@@ -114,6 +114,7 @@ class FactorAnalysis(GaussianLatentEstimator):
 
     _module = fa
     _posterior_problem = _posterior_hooks.fa_problem  # for sample_posterior
+    _reported_estimates = _standard_errors.principal_axes_estimates  # for standard_errors
 
     def __init__(
         self,

@@ -67,7 +67,7 @@ from latentlab._validation import (
     check_no_empty_rows,
     check_positive_int,
 )
-from latentlab.estimators import _posterior_hooks
+from latentlab.estimators import _posterior_hooks, _standard_errors
 from latentlab.estimators._chunked import (
     forget_feature_names,
     read_all,
@@ -364,6 +364,7 @@ class GaussianMixture(LatentEstimator):
     """
 
     _posterior_problem = _posterior_hooks.mixture_problem  # for sample_posterior
+    _reported_estimates = _standard_errors.mixture_estimates  # for standard_errors
 
     _generative = True  # score, bic, aic, n_parameters_, sample_posterior
     _settings = {

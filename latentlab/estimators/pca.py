@@ -141,6 +141,11 @@ default="auto"
     """
 
     _generative = True  # score, bic, aic, n_parameters_, sample_posterior
+    # for standard_errors
+    _no_standard_errors = (
+        "it is fitted in closed form, not from a declaration; PPCA fits the same loadings "
+        "by maximum likelihood and has them"
+    )
     _settings = {
         # an int, a fraction of variance to keep, Minka's choice, or all
         "n_components": Integer() | Real(0, 1, closed="neither") | None | "mle",

@@ -274,6 +274,12 @@ class PLSA(
 
     # A Dirichlet prior below 1 has an unbounded density: neither MAP nor fold-in exists.
     _generative = True  # score, bic, aic, n_parameters_, sample_posterior
+    # for standard_errors
+    _no_standard_errors = (
+        "its topics and the documents' mixtures are identified only up to transformations "
+        "that keep their product (the likelihood is flat there), so their information "
+        "matrix is singular; sample_posterior(method='nuts') describes that spread"
+    )
     _settings = {
         "n_components": Integer(1, None),
         "method": Options(*METHODS),

@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from latentlab._docstrings import fill_doc
 from latentlab._settings import Options, scale_settings
-from latentlab.estimators import _posterior_hooks
+from latentlab.estimators import _posterior_hooks, _standard_errors
 from latentlab.estimators.base import LATENTLAB_FILES
 from latentlab.estimators.gaussian_latent import (
     ROTATION_SETTINGS,
@@ -166,6 +166,7 @@ class PPCA(GaussianLatentEstimator):
 
     _module = ppca
     _posterior_problem = _posterior_hooks.ppca_problem  # for sample_posterior
+    _reported_estimates = _standard_errors.principal_axes_estimates  # for standard_errors
     _methods = METHODS
     _isotropic_noise = True  # params_["sigma2"] (noise_variance_, a float)
     _settings = {

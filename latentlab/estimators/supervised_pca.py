@@ -87,6 +87,11 @@ class SupervisedPCA(
 
     _module = spca
     _generative = True  # score, bic, aic, n_parameters_, sample_posterior
+    # for standard_errors
+    _no_standard_errors = (
+        "its fit maximises an alpha-weighted (tempered) likelihood, whose information is "
+        "not the model's (a sandwich of it would be; not built yet)"
+    )
     _settings = {
         **SETTINGS,
         "alpha": Real(0, None, closed="neither", finite=True),

@@ -1,0 +1,389 @@
+"""The body of every generative estimator's ``covariance_of_estimates``,
+``standard_errors`` and ``confidence_intervals``: the fit's posterior problem
+(:mod:`latentlab.estimators._posterior_hooks`, the same target ``sample_posterior``
+draws from), the estimator's reported quantities (its ``_reported_estimates``
+hook), and the delta method of :mod:`latentlab.inference.information`.
+
+A hook ``_reported_estimates(problem, X)`` returns ``(report, labels, fixed,
+gauge)``: ``report(values)`` the reported quantities (a dict of arrays, in data units
+and the fit's own frame) from the target's constrained site values, traceable;
+``labels`` one list of coordinate labels per axis of each; ``fixed`` site -> bool
+array of entries held at a bound; ``gauge`` whether the loadings are rotated to the
+lower-trapezoidal gauge (models whose likelihood is flat along rotations).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from latentlab._validation import check_option
+from latentlab.inference.information import VCOV_TYPES, estimate_covariance
+
+__all__ = [
+    "covariance_of_estimates",
+    "estimates_table",
+    "to_data_units",
+    "principal_frame",
+]
+
+# The Newton decrement (half g' H^-1 g, the gain a Newton step predicts) per row above
+# which the fit is not taken for a maximum of X's likelihood: refused beyond the
+# first, warned about beyond the second.
+NOT_A_MAXIMUM = 1e-4
+LOOSE_MAXIMUM = 1e-7
+
+
+def covariance_of_estimates(est, X, y=None, *, vcov="observed"):
+    """:class:`~latentlab.inference.information.EstimateCovariance` of ``est``'s fit
+    on its training data ``X``."""
+    from numpyro.infer.util import log_likelihood
+
+    from latentlab.inference.posterior.laplace import UnconstrainedCoordinates
+
+    check_is_fitted(est)
+    check_option("vcov", vcov, VCOV_TYPES)
+    hook = getattr(est, "_reported_estimates", None)
+    if hook is None:
+        raise ValueError(
+            f"standard errors are not available for {type(est).__name__}: "
+            f"{getattr(est, '_no_standard_errors', 'it has no declaration to differentiate')}"
+        )
+    with est._precision():
+        problem = est._posterior_problem(X, y, None)
+        if vcov == "sandwich" and problem.use_prior:
+            raise ValueError(
+                f"vcov='sandwich' is for maximum-likelihood fits; {type(est).__name__}'s fit "
+                "maximises a log joint density with a prior (use vcov='observed': the Laplace "
+                "approximation's covariance)"
+            )
+        report, labels, fixed_sites, gauge = hook(problem, X)
+        target = problem.target
+        loadings = problem.spec.loadings if gauge else ()
+        coords = UnconstrainedCoordinates(target.model, target.args, target.init, loadings)
+        fixed = _fixed_coordinates(coords, fixed_sites)
+
+        def row_loglik(values):
+            sites = log_likelihood(target.model, values, *target.args, batch_ndims=0)
+            return sum(sites[name] for name in problem.spec.observed)
+
+        result = estimate_covariance(
+            coords, report, labels, vcov=vcov, row_loglik=row_loglik, fixed=fixed
+        )
+        _check_maximum(est, result.newton_decrement, n_rows=len(np.asarray(target.args[0])))
+    return result
+
+
+def _fixed_coordinates(coords, fixed_sites) -> np.ndarray:
+    """The coordinates (flat, as ``coords.point``) of the site entries held at a bound;
+    only elementwise-transformed sites (positive variances) can hold some."""
+    fixed = np.zeros(coords.size, bool)
+    start = 0
+    for name, size, _ in coords.layout:
+        if name in fixed_sites:
+            fixed[start : start + size] = np.ravel(fixed_sites[name])
+        start += size
+    return fixed
+
+
+def _check_maximum(est, decrement, n_rows):
+    """Refuse a point that is not a maximum of this data's likelihood (other data than
+    the fit's), warn about one a long way from it (a fit stopped early)."""
+    decrement = decrement / max(n_rows, 1)
+    name = type(est).__name__
+    if not decrement <= NOT_A_MAXIMUM:
+        raise ValueError(
+            f"{name}'s fitted parameters are not a maximum of X's likelihood (a Newton step "
+            f"would gain {decrement:.3g} nats per row): standard errors come from the data the "
+            "model was fitted to; pass those"
+        )
+    if decrement > LOOSE_MAXIMUM:
+        warnings.warn(
+            f"{name}'s fit is {decrement:.3g} nats per row short of the maximum (a Newton "
+            "step's gain); the standard errors are those of a nearby point. Fit with a "
+            "smaller tol or a larger max_iter.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def estimates_table(result, level=None):
+    """A tidy table of the estimates: ``parameter``, ``index`` (the entry's coordinate
+    labels), ``estimate``, ``std_error``, Wald ``z`` and two-sided ``p_value`` (of the
+    hypothesis that the entry is 0), ``at_boundary``, and with ``level`` the Wald
+    interval ``lower``, ``upper``.  Indexed by labels ``name[i, j]``."""
+    import pandas as pd
+    from scipy.stats import norm
+
+    variance = np.diag(result.covariance).copy()
+    se = np.sqrt(np.maximum(variance, 0.0))
+    se[result.at_boundary] = np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # no test of a constant (a one-component mixture's weight)
+        z = np.where(se > 0, result.estimate / se, np.nan)
+    table = pd.DataFrame(
+        {
+            "parameter": result.names,
+            "index": result.index,
+            "estimate": result.estimate,
+            "std_error": se,
+            "z": z,
+            "p_value": 2.0 * norm.sf(np.abs(z)),
+            "at_boundary": result.at_boundary,
+        },
+        index=labels_of(result),
+    )
+    if level is not None:
+        half = norm.ppf(0.5 + level / 2.0) * se
+        table["lower"] = result.estimate - half
+        table["upper"] = result.estimate + half
+    return table
+
+
+def labels_of(result) -> list[str]:
+    return [
+        f"{name}[{', '.join(str(i) for i in index)}]" if index else name
+        for name, index in zip(result.names, result.index, strict=True)
+    ]
+
+
+# ----------------------------------------------------------------------- for the hooks
+
+
+def to_data_units(spec, values: dict, standardisation) -> dict:
+    """Site values in the target's units -> data units (traceable: JAX arrays in,
+    JAX arrays out; :func:`latentlab.inference.posterior.spec.to_data_units` is the
+    NumPy version for draws)."""
+    if standardisation is None:
+        return dict(values)
+    shift, scale = standardisation
+    out = {}
+    for name, value in values.items():
+        units = spec.sites[name].units if name in spec.sites else None
+        if units == "location":
+            out[name] = value * scale + shift[spec.sites[name].dims[-1]]
+        elif units == "linear":
+            out[name] = value * scale
+        elif units == "variance":
+            out[name] = value * scale**2
+        elif units == "precision":
+            out[name] = value / scale**2
+        else:
+            out[name] = value
+    return out
+
+
+def principal_frame(W, units, reference):
+    """Loadings ``W`` (d, K) rotated to the principal axes of ``W / units`` (columns
+    orthogonal there, by decreasing norm), each column signed as the ``reference``
+    (the fit's own loadings in that frame): the frame
+    :func:`latentlab.models.gaussian_latent.canonical_loadings` reports, as a smooth
+    function of W (traceable; distinct column norms)."""
+    import jax.numpy as jnp
+
+    units = jnp.asarray(units)[:, None]
+    V = W / units
+    _, vectors = jnp.linalg.eigh(V.T @ V)
+    frame = (V @ vectors[:, ::-1]) * units
+    return frame * jnp.sign(jnp.sum(frame * reference, axis=0))
+
+
+def observed_column_variance(X) -> np.ndarray:
+    """Each feature's variance over its observed entries, constant features given the
+    typical one: the ``column_variance`` a Gaussian latent fit of ``X`` worked with."""
+    X = np.asarray(X, np.float64)
+    observed = ~np.isnan(X)
+    count = np.maximum(observed.sum(axis=0), 1)
+    filled = np.where(observed, X, 0.0)
+    mean = filled.sum(axis=0) / count
+    variance = np.maximum(np.where(observed, (X - mean) ** 2, 0.0).sum(axis=0) / count, 0.0)
+    typical = np.mean(variance) if np.any(variance > 0) else 1.0
+    return np.where(variance > 0, variance, typical)
+
+
+# ------------------------------------------------------------------------------- hooks
+
+
+def rotated_frame(est, d, K):
+    """For a fit with a rotation (K >= 2): ``(rotate, unrotated, oblique)``, where
+    ``rotate(A)`` maps unrotated loadings A (data units, near the fit's) to the pattern
+    ``Lambda`` and factor correlations ``Phi`` of the rotation the fit's criterion
+    picks for A, to first order in A (what the delta method needs): one Newton step,
+    in local coordinates of the rotation group (orthogonal) or of the matrices with
+    unit columns (oblique) at the fit's ``T0``, on the criterion from ``T0``, where
+    its gradient is 0 -- the implicit function theorem's derivative, for any
+    differentiable criterion.  ``unrotated`` are the fit's unrotated loadings."""
+    import jax
+    import jax.numpy as jnp
+
+    from latentlab.closed_form.rotation import rotation_objective
+
+    method, custom = ("custom", est.rotation) if callable(est.rotation) else (est.rotation, None)
+    settings = dict(est.rotation_kwargs or {})
+    if custom is not None:
+        settings["criterion"] = custom
+    if method == "promax":
+        raise ValueError(
+            "standard errors of promax-rotated loadings are not available: promax optimises "
+            "no criterion whose optimality conditions the delta method could follow; use an "
+            "oblique criterion (oblimin, quartimin, geomin)"
+        )
+    for setting in ("n_starts", "random_state", "tol", "max_iter"):  # the search's, not Q's
+        settings.pop(setting, None)
+    criterion, oblique, normalize = rotation_objective(method, (d, K), **settings)
+    T0 = jnp.asarray(est.rotation_matrix_)
+    W = np.asarray(est.params_["W"])
+    if oblique:  # W = Lambda C, Lambda = A T0^-T: A = W C^-1 T0^T
+        C = np.linalg.cholesky(np.asarray(est.factor_correlation_))
+        unrotated = np.linalg.solve(C.T, W.T).T @ np.asarray(est.rotation_matrix_).T
+        # a basis of each column's orthogonal complement: moves that keep it unit length
+        bases = np.stack(
+            [np.linalg.svd(np.asarray(T0)[:, [j]].T)[2][1:].T for j in range(K)]
+        )  # (K, K, K - 1)
+        n_local = K * (K - 1)
+    else:
+        unrotated = W @ np.asarray(est.rotation_matrix_).T
+        upper = np.triu_indices(K, 1)
+        n_local = len(upper[0])
+
+    def local(u):
+        if oblique:
+            T = T0 + jnp.einsum("jkl,jl->kj", bases, u.reshape(K, K - 1))
+            return T / jnp.linalg.norm(T, axis=0)
+        S = jnp.zeros((K, K), u.dtype).at[upper].set(u)
+        S = 0.5 * (S - S.T)  # Cayley: (I - S)^-1 (I + S) is orthogonal
+        eye = jnp.eye(K, dtype=u.dtype)
+        return T0 @ jnp.linalg.solve(eye - S, eye + S)
+
+    def pattern(A, T):
+        return jnp.linalg.solve(T, A.T).T if oblique else A @ T
+
+    def rotate(A):
+        norms = jnp.sqrt(jnp.sum(A * A, axis=1, keepdims=True)) if normalize else 1.0
+
+        def q(u):
+            return criterion(pattern(A / norms, local(u)))
+
+        u0 = jnp.zeros(n_local, A.dtype)
+        step = -jnp.linalg.solve(jax.hessian(q)(u0), jax.grad(q)(u0))
+        T = local(step)
+        return pattern(A, T), T.T @ T
+
+    return rotate, unrotated, oblique
+
+
+def principal_axes_estimates(est, problem, X):
+    """PPCA and factor analysis: the loadings as the fit reports them -- ``W`` on the
+    principal axes of ``W / units`` (the fit's :meth:`_feature_units`), or rotated
+    (:func:`rotated_frame`; oblique: the ``pattern`` and the ``factor_correlation``
+    pairs) --, ``mu``, the noise variance(s) and, for factor analysis, each feature's
+    communality ``sum_k W_jk^2`` and its uniqueness ``psi``, held fixed where it is at
+    its floor (a Heywood case)."""
+    import jax.numpy as jnp
+
+    from latentlab.estimators.gaussian_latent import VARIANCE_FLOOR
+
+    data = np.asarray(problem.scoring.args[0], np.float64)
+    column_variance = observed_column_variance(data)
+    units = est._feature_units(column_variance)
+    d, K = np.shape(est.params_["W"])
+    rotate, oblique = None, False
+    reference = est.params_["W"]
+    if getattr(est, "rotation", None) is not None and K >= 2:
+        rotate, reference, oblique = rotated_frame(est, d, K)
+    reference = jnp.asarray(reference)
+    spec = problem.spec
+    noise = spec.noise[0][0]
+    per_feature = spec.sites[noise].dims == ("feature",)
+    pairs = np.triu_indices(K, 1)
+
+    def report(values):
+        v = to_data_units(spec, values, problem.standardisation)
+        W = principal_frame(v["W"], units, reference)
+        out = {"mu": v["mu"], noise: v[noise]}
+        if per_feature:
+            out["communality"] = jnp.sum(W**2, axis=1)
+        if rotate is None:
+            out["W"] = W
+        elif not oblique:
+            out["W"] = rotate(W)[0]
+        else:
+            out["pattern"], phi = rotate(W)
+            out["factor_correlation"] = phi[pairs]
+        return out
+
+    features = list(problem.coords["feature"])
+    components = list(range(K))
+    labels = {"mu": [features]}
+    if oblique:
+        labels["pattern"] = [features, components]
+        labels["factor_correlation"] = [[f"{i}, {j}" for i, j in zip(*pairs, strict=True)]]
+    else:
+        labels["W"] = [features, components]
+    labels[noise] = [features] if per_feature else []
+    fixed = {}
+    if per_feature:
+        labels["communality"] = [features]
+        floor = VARIANCE_FLOOR * column_variance
+        fixed[noise] = np.asarray(est.params_[noise]) <= 1.000001 * floor
+    return report, labels, fixed, True
+
+
+def bpca_estimates(est, problem, X):
+    """Bayesian PCA: the MAP's own frame (its ARD prior is not rotation invariant, so
+    every loading is identified and no gauge is taken), ``mu``, ``sigma2`` and the
+    columns' precisions ``alpha``."""
+    spec = problem.spec
+    K = np.shape(est.params_["W"])[1]
+
+    def report(values):
+        v = to_data_units(spec, values, problem.standardisation)
+        return {name: v[name] for name in ("W", "mu", "sigma2", "alpha")}
+
+    features = list(problem.coords["feature"])
+    components = list(range(K))
+    labels = {"W": [features, components], "mu": [features], "sigma2": [], "alpha": [components]}
+    return report, labels, {}, False
+
+
+def mixture_estimates(est, problem, X):
+    """Gaussian mixtures at the fitted labelling: ``weights``, ``means`` and the
+    covariances as ``covariances_`` holds them (full and tied: the entries on and
+    above the diagonal)."""
+    import jax.numpy as jnp
+
+    from latentlab.models import gmm
+
+    kind = est.covariance_type
+    K, d = np.shape(est.params_["means"])
+
+    def report(values):
+        L = gmm.scale_tril(values["scale"], kind, K, d)
+        cov = L @ jnp.swapaxes(L, -1, -2)
+        upper = np.triu_indices(d)
+        if kind == "full":
+            covariances = cov[:, upper[0], upper[1]]
+        elif kind == "tied":
+            covariances = cov[0][upper]
+        elif kind == "diag":
+            covariances = jnp.diagonal(cov, axis1=-2, axis2=-1)
+        else:
+            covariances = cov[:, 0, 0]
+        return {"weights": values["weights"], "means": values["means"], "covariances": covariances}
+
+    features = list(problem.coords["feature"])
+    components = list(range(K))
+    pairs = [f"{features[i]}, {features[j]}" for i, j in zip(*np.triu_indices(d), strict=True)]
+    labels = {
+        "weights": [components],
+        "means": [components, features],
+        "covariances": {
+            "full": [components, pairs],
+            "tied": [pairs],
+            "diag": [components, features],
+            "spherical": [components],
+        }[kind],
+    }
+    return report, labels, {}, False

@@ -1,0 +1,337 @@
+"""Standard errors from the information of the exact likelihood (issue 33).
+
+Oracles, independent of latentlab's JAX derivatives and coordinates:
+
+- closed forms: a one-component Gaussian mixture is the multivariate normal, whose
+  maximum-likelihood estimates have ``var(mean_j) = S_jj / n`` and ``var(S_ij) =
+  (S_ij^2 + S_ii S_jj) / n`` (observed information at the maximum), and sandwich
+  variance ``mean_n[((x_i - m_i)(x_j - m_j) - S_ij)^2] / n`` for ``S_ij``;
+- finite differences: the observed-data log-likelihood written here in NumPy (each
+  row's marginal over its observed entries), differentiated twice by central
+  differences in a parametrisation of its own (another gauge for the loadings' rotation,
+  log variances), its inverse carried to the reported quantities by finite-difference
+  Jacobians of NumPy functions (the principal axes by NumPy's SVD).
+"""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+
+import latentlab
+
+RNG = np.random.default_rng(0)
+
+
+def _wine(columns, missing=0.0, seed=0):
+    X = load_wine().data[:, :columns]
+    X = (X - X.mean(0)) / X.std(0)
+    if missing:
+        X = X.copy()
+        X[np.random.default_rng(seed).random(X.shape) < missing] = np.nan
+    return X
+
+
+def _by_name(table, name):
+    return table.loc[table.parameter == name]
+
+
+# ----------------------------------------------------------------- NumPy oracles
+
+
+def _gaussian_loglik(X, mean, cov):
+    """Sum over rows of log N(x_o | mean_o, cov_oo), each row on its observed entries."""
+    observed = ~np.isnan(X)
+    total = 0.0
+    for pattern in np.unique(observed, axis=0):
+        rows = X[(observed == pattern).all(axis=1)][:, pattern]
+        if rows.size == 0:
+            continue
+        C = cov[np.ix_(pattern, pattern)]
+        L = np.linalg.cholesky(C)
+        z = np.linalg.solve(L, (rows - mean[pattern]).T)
+        total += -0.5 * np.sum(z**2) - rows.shape[0] * (
+            np.sum(np.log(np.diag(L))) + 0.5 * pattern.sum() * np.log(2 * np.pi)
+        )
+    return total
+
+
+def _fd_hessian(f, x, h=1e-4):
+    p = len(x)
+    H = np.zeros((p, p))
+    for i in range(p):
+        for j in range(i, p):
+            ei, ej = np.eye(p)[i] * h, np.eye(p)[j] * h
+            H[i, j] = H[j, i] = (
+                f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)
+            ) / (4 * h * h)
+    return H
+
+
+def _fd_jacobian(q, x, h=1e-6):
+    return np.stack(
+        [
+            (q(x + h * np.eye(len(x))[i]) - q(x - h * np.eye(len(x))[i])) / (2 * h)
+            for i in range(len(x))
+        ],
+        axis=1,
+    )
+
+
+def _principal_axes(W, units, reference):
+    """The frame canonical_loadings reports, by NumPy's SVD, signed as ``reference``."""
+    U, S, _ = np.linalg.svd(W / units[:, None], full_matrices=False)
+    frame = U * S * units[:, None]
+    return frame * np.sign(np.sum(frame * reference, axis=0))
+
+
+def _lower_gauge(W):
+    """W rotated so that its upper triangle is zero (another gauge than latentlab's)."""
+    Q, R = np.linalg.qr(W.T)
+    L = R.T
+    return L * np.sign(np.diag(L))
+
+
+# ----------------------------------------------------------------- closed forms
+
+
+@pytest.mark.parametrize("vcov", ["observed", "sandwich"])
+def test_one_component_mixture_has_the_normal_distributions_standard_errors(vcov):
+    X = _wine(5)
+    n, d = X.shape
+    model = latentlab.GaussianMixture(1, covariance_type="full", tol=1e-12, max_iter=5000).fit(X)
+    table = model.standard_errors(X, vcov=vcov)
+    S, m = np.cov(X.T, bias=True), X.mean(0)
+    iu = np.triu_indices(d)
+    if vcov == "observed":
+        se_cov = np.sqrt((S[iu] ** 2 + S[iu[0], iu[0]] * S[iu[1], iu[1]]) / n)
+    else:
+        products = (X - m)[:, iu[0]] * (X - m)[:, iu[1]]
+        se_cov = np.sqrt(np.mean((products - S[iu]) ** 2, axis=0) / n)
+    np.testing.assert_allclose(_by_name(table, "covariances").estimate, S[iu], rtol=1e-8)
+    np.testing.assert_allclose(_by_name(table, "covariances").std_error, se_cov, rtol=1e-7)
+    np.testing.assert_allclose(
+        _by_name(table, "means").std_error, np.sqrt(np.diag(S) / n), rtol=1e-7
+    )
+    # a one-component mixture's weight is not an estimate: no spread, no test
+    weight = _by_name(table, "weights").iloc[0]
+    assert weight.estimate == 1.0 and weight.std_error == 0.0 and np.isnan(weight.z)
+
+
+def test_spherical_and_diagonal_variances_have_their_closed_forms():
+    X = _wine(4)
+    n, d = X.shape
+    S = np.cov(X.T, bias=True)
+    diag = latentlab.GaussianMixture(1, covariance_type="diag", tol=1e-12).fit(X)
+    se = _by_name(diag.standard_errors(X), "covariances").std_error
+    np.testing.assert_allclose(se, np.sqrt(2 / n) * np.diag(S), rtol=1e-7)
+    spherical = latentlab.GaussianMixture(1, covariance_type="spherical", tol=1e-12).fit(X)
+    row = _by_name(spherical.standard_errors(X), "covariances").iloc[0]
+    variance = np.trace(S) / d
+    np.testing.assert_allclose(row.estimate, variance, rtol=1e-8)
+    np.testing.assert_allclose(row.std_error, variance * np.sqrt(2 / (n * d)), rtol=1e-7)
+
+
+# ----------------------------------------------------------------- finite differences
+
+
+def _observed_column_sd(X):
+    return np.sqrt(np.nanvar(X, axis=0))
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.15])
+@pytest.mark.parametrize("Model", [latentlab.FactorAnalysis, latentlab.PPCA])
+def test_gaussian_latent_standard_errors_match_finite_differences(Model, missing):
+    X = _wine(6, missing)  # no Heywood case there (with 5 columns, a uniqueness at 0)
+    d, K = X.shape[1], 2
+    model = Model(K, tol=1e-12, max_iter=20000).fit(X)
+    table = model.standard_errors(X)
+    W0, mu0 = model.params_["W"], model.params_["mu"]
+    fa = Model is latentlab.FactorAnalysis
+    noise0 = model.params_["psi"] if fa else np.atleast_1d(model.params_["sigma2"])
+    units = _observed_column_sd(X) if fa else np.ones(d)
+
+    # the oracle's coordinates: W in the lower gauge (W[0, 1] = 0), mu, log noise
+    free = np.tril(np.ones((d, K), bool))
+
+    def unpack(x):
+        W = np.zeros((d, K))
+        W[free] = x[: free.sum()]
+        mu = x[free.sum() : free.sum() + d]
+        noise = np.exp(x[free.sum() + d :])
+        return W, mu, (noise if fa else np.full(d, noise[0]))
+
+    x0 = np.concatenate([_lower_gauge(W0)[free], mu0, np.log(noise0)])
+
+    def loglik(x):
+        W, mu, psi = unpack(x)
+        return _gaussian_loglik(X, mu, W @ W.T + np.diag(psi))
+
+    V = np.linalg.inv(-_fd_hessian(loglik, x0))
+
+    def reported(x):
+        W, mu, psi = unpack(x)
+        parts = [_principal_axes(W, units, W0).ravel(), mu, psi if fa else psi[:1]]
+        if fa:
+            parts.append(np.sum(_principal_axes(W, units, W0) ** 2, axis=1))
+        return np.concatenate(parts)
+
+    J = _fd_jacobian(reported, x0)
+    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    names = ["W", "mu", "psi" if fa else "sigma2"] + (["communality"] if fa else [])
+    got = np.concatenate([_by_name(table, name).std_error.to_numpy() for name in names])
+    estimates = np.concatenate([_by_name(table, name).estimate.to_numpy() for name in names])
+    np.testing.assert_allclose(estimates, reported(x0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got, oracle, rtol=2e-4)
+
+
+def _signed_match(L, reference):
+    """L's columns permuted and signed to match ``reference`` best."""
+    import itertools
+
+    K = L.shape[1]
+    best = None
+    for order in itertools.permutations(range(K)):
+        M = L[:, list(order)]
+        M = M * np.sign(np.sum(M * reference, axis=0))
+        if best is None or np.sum((M - reference) ** 2) < np.sum((best - reference) ** 2):
+            best = M
+    return best
+
+
+@pytest.mark.parametrize("rotation", ["varimax", "oblimin"])
+def test_rotated_loadings_standard_errors_follow_the_rotation(rotation):
+    """The oracle rotates by GPA to a projected-gradient norm of 1e-12 at every
+    finite-difference point (``latentlab.rotate``, whose solutions agree with
+    statsmodels' and factor_analyzer's to 2e-7: tests/test_rotation.py); latentlab's
+    standard errors differentiate the criterion's optimality conditions instead."""
+    X = _wine(6)
+    d, K = X.shape[1], 2
+    model = latentlab.FactorAnalysis(K, rotation=rotation, tol=1e-12, max_iter=20000).fit(X)
+    table = model.standard_errors(X)
+    oblique = rotation == "oblimin"
+    fitted = model.components_.T  # the pattern
+    units = _observed_column_sd(X)
+    W_fit = model.params_["W"]  # Lambda C (C C^T = Phi): W W^T = A A^T, A unrotated
+    sign_reference = _principal_axes(W_fit, units, np.ones((d, K)))
+    free = np.tril(np.ones((d, K), bool))
+
+    def unpack(x):
+        W = np.zeros((d, K))
+        W[free] = x[: free.sum()]
+        return W, x[free.sum() : free.sum() + d], np.exp(x[free.sum() + d :])
+
+    x0 = np.concatenate(
+        [_lower_gauge(W_fit)[free], model.params_["mu"], np.log(model.params_["psi"])]
+    )
+    V = np.linalg.inv(
+        -_fd_hessian(lambda x: _gaussian_loglik(X, unpack(x)[1], _covariance(*unpack(x))), x0)
+    )
+
+    def reported(x):
+        A = _principal_axes(unpack(x)[0], units, sign_reference)
+        L = _signed_match(latentlab.rotate(A, rotation, tol=1e-12, max_iter=5000).loadings, fitted)
+        if oblique:  # Phi from L Phi L^T = A A^T
+            pinv = np.linalg.pinv(L)
+            return np.concatenate([L.ravel(), [(pinv @ A @ A.T @ pinv.T)[0, 1]]])
+        return L.ravel()
+
+    np.testing.assert_allclose(reported(x0)[: d * K], fitted.ravel(), atol=1e-7)
+    J = _fd_jacobian(reported, x0, h=1e-5)
+    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    names = ["pattern", "factor_correlation"] if oblique else ["W"]
+    got = np.concatenate([_by_name(table, name).std_error.to_numpy() for name in names])
+    np.testing.assert_allclose(got, oracle, rtol=1e-3)
+
+
+def _covariance(W, mu, psi):
+    return W @ W.T + np.diag(psi)
+
+
+def test_mixture_with_missing_entries_matches_finite_differences():
+    X = _wine(4, 0.15, seed=1)
+    K, d = 2, X.shape[1]
+    model = latentlab.GaussianMixture(K, covariance_type="diag", tol=1e-12, random_state=0).fit(X)
+    w0, m0, s0 = (np.asarray(model.params_[k]) for k in ("weights", "means", "scale"))
+
+    def unpack(x):
+        logit = np.concatenate([[0.0], x[: K - 1]])
+        weights = np.exp(logit - np.logaddexp.reduce(logit))
+        means = x[K - 1 : K - 1 + K * d].reshape(K, d)
+        variances = np.exp(x[K - 1 + K * d :]).reshape(K, d)
+        return weights, means, variances
+
+    x0 = np.concatenate([[np.log(w0[1] / w0[0])], m0.ravel(), np.log(s0**2).ravel()])
+
+    def loglik(x):
+        weights, means, variances = unpack(x)
+        observed = ~np.isnan(X)
+        per_component = []
+        for k in range(K):
+            z = np.where(observed, (X - means[k]) ** 2 / variances[k], 0.0)
+            log_norm = np.where(observed, np.log(2 * np.pi * variances[k]), 0.0)
+            per_component.append(np.log(weights[k]) - 0.5 * np.sum(z + log_norm, axis=1))
+        return np.sum(np.logaddexp.reduce(np.stack(per_component), axis=0))
+
+    V = np.linalg.inv(-_fd_hessian(loglik, x0))
+    J = _fd_jacobian(lambda x: np.concatenate([a.ravel() for a in unpack(x)]), x0)
+    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    table = model.standard_errors(X)
+    got = np.concatenate(
+        [_by_name(table, name).std_error.to_numpy() for name in ("weights", "means", "covariances")]
+    )
+    np.testing.assert_allclose(got, oracle, rtol=2e-4)
+
+
+# ----------------------------------------------------------------- boundaries and refusals
+
+
+def test_a_heywood_uniqueness_is_held_at_its_floor_and_flagged():
+    X = _wine(6)
+    X = np.column_stack([X, X[:, 0] + 1e-9 * RNG.standard_normal(len(X))])  # a copy
+    with pytest.warns(UserWarning, match="Heywood"):
+        model = latentlab.FactorAnalysis(2).fit(X)
+    table = model.standard_errors(X)
+    psi = _by_name(table, "psi")
+    at_floor = psi.at_boundary.to_numpy()
+    assert at_floor.any() and not at_floor.all()
+    assert np.isnan(psi.std_error[at_floor]).all()
+    assert np.isfinite(psi.std_error[~at_floor]).all() and (psi.std_error[~at_floor] > 0).all()
+    assert np.isfinite(_by_name(table, "mu").std_error).all()
+
+
+def test_intervals_are_wald_intervals_of_the_table():
+    X = _wine(5)
+    model = latentlab.PPCA(2).fit(X)
+    table = model.confidence_intervals(X, level=0.9)
+    half = 1.6448536269514722 * table.std_error
+    np.testing.assert_allclose(table.lower, table.estimate - half)
+    np.testing.assert_allclose(table.upper, table.estimate + half)
+    cov = model.covariance_of_estimates(X)
+    assert list(cov.index) == list(table.index)
+    np.testing.assert_allclose(np.sqrt(np.diag(cov)), table.std_error)
+
+
+def test_bayesian_pca_gives_the_laplace_covariance_of_its_map():
+    X = _wine(6)
+    model = latentlab.BayesianPCA().fit(X)
+    table = model.standard_errors(X)
+    np.testing.assert_allclose(_by_name(table, "W").estimate, model.params_["W"].ravel())
+    assert np.isfinite(table.std_error).all() and (table.std_error > 0).all()
+    with pytest.raises(ValueError, match="sandwich.*maximum-likelihood"):
+        model.standard_errors(X, vcov="sandwich")
+
+
+def test_refusals_name_the_problem():
+    X = _wine(6)
+    model = latentlab.FactorAnalysis(2).fit(X)
+    with pytest.raises(ValueError, match="vcov"):
+        model.standard_errors(X, vcov="robust")
+    with pytest.raises(ValueError, match="level"):
+        model.confidence_intervals(X, level=95)
+    with pytest.raises(ValueError, match="(not a maximum|not positive definite)"):
+        model.standard_errors(X[::-1] * 2.0 + 1.0)
+    promax = latentlab.FactorAnalysis(2, rotation="promax").fit(X)
+    with pytest.raises(ValueError, match="promax"):
+        promax.standard_errors(X)
+    with pytest.raises(ValueError, match="not available for PCA"):
+        latentlab.PCA(2).fit(X).standard_errors(X)
