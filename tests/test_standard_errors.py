@@ -184,6 +184,61 @@ def test_gaussian_latent_standard_errors_match_finite_differences(Model, missing
     np.testing.assert_allclose(got, oracle, rtol=2e-4)
 
 
+@pytest.mark.parametrize("missing", [0.0, 0.15])
+@pytest.mark.parametrize("Model", [latentlab.FactorAnalysis, latentlab.PPCA])
+def test_expected_information_is_fishers(Model, missing):
+    """Oracle: Fisher's information of normal rows, sum over rows of ``J_mu' S^-1 J_mu
+    + tr(S^-1 dS_a S^-1 dS_b) / 2`` on each row's observed block, with the moments'
+    derivatives by finite differences in the oracle's own parametrisation."""
+    X = _wine(6, missing)
+    d, K = X.shape[1], 2
+    model = Model(K, tol=1e-12, max_iter=20000).fit(X)
+    fa = Model is latentlab.FactorAnalysis
+    W0 = model.params_["W"]
+    noise0 = model.params_["psi"] if fa else np.atleast_1d(model.params_["sigma2"])
+    units = _observed_column_sd(X) if fa else np.ones(d)
+    free = np.tril(np.ones((d, K), bool))
+
+    def unpack(x):
+        W = np.zeros((d, K))
+        W[free] = x[: free.sum()]
+        noise = np.exp(x[free.sum() + d :])
+        return W, x[free.sum() : free.sum() + d], (noise if fa else np.full(d, noise[0]))
+
+    x0 = np.concatenate([_lower_gauge(W0)[free], model.params_["mu"], np.log(noise0)])
+    h = 1e-6
+    steps = np.eye(len(x0)) * h
+    d_mu = np.stack([(unpack(x0 + e)[1] - unpack(x0 - e)[1]) / (2 * h) for e in steps])
+    d_cov = np.stack(
+        [(_covariance(*unpack(x0 + e)) - _covariance(*unpack(x0 - e))) / (2 * h) for e in steps]
+    )
+    cov0 = _covariance(*unpack(x0))
+    information = np.zeros((len(x0), len(x0)))
+    observed = ~np.isnan(X)
+    for pattern, count in zip(*np.unique(observed, axis=0, return_counts=True), strict=True):
+        o = np.flatnonzero(pattern)
+        inverse = np.linalg.inv(cov0[np.ix_(o, o)])
+        A = d_mu[:, o] @ inverse
+        B = np.einsum("kl,alm->akm", inverse, d_cov[:, o][:, :, o])  # S^-1 dS_a
+        information += count * (A @ d_mu[:, o].T + 0.5 * np.einsum("akm,bmk->ab", B, B))
+    V = np.linalg.inv(information)
+
+    def reported(x):
+        W, mu, psi = unpack(x)
+        frame = _principal_axes(W, units, W0)
+        return np.concatenate([frame.ravel(), mu, psi if fa else psi[:1]])
+
+    J = _fd_jacobian(reported, x0)
+    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    table = model.standard_errors(X, vcov="expected")
+    names = ["W", "mu", "psi" if fa else "sigma2"]
+    got = np.concatenate([_by_name(table, name).std_error.to_numpy() for name in names])
+    np.testing.assert_allclose(got, oracle, rtol=1e-5)
+    if not missing:  # the mean's block: expected and observed agree at the maximum
+        observed_se = _by_name(model.standard_errors(X), "mu").std_error
+        np.testing.assert_allclose(_by_name(table, "mu").std_error, observed_se, rtol=1e-6)
+
+
 def _signed_match(L, reference):
     """L's columns permuted and signed to match ``reference`` best."""
     import itertools
@@ -317,8 +372,9 @@ def test_bayesian_pca_gives_the_laplace_covariance_of_its_map():
     table = model.standard_errors(X)
     np.testing.assert_allclose(_by_name(table, "W").estimate, model.params_["W"].ravel())
     assert np.isfinite(table.std_error).all() and (table.std_error > 0).all()
-    with pytest.raises(ValueError, match="sandwich.*maximum-likelihood"):
-        model.standard_errors(X, vcov="sandwich")
+    for vcov in ("sandwich", "expected"):
+        with pytest.raises(ValueError, match=f"{vcov}.*maximum-likelihood"):
+            model.standard_errors(X, vcov=vcov)
 
 
 def test_refusals_name_the_problem():
@@ -326,6 +382,9 @@ def test_refusals_name_the_problem():
     model = latentlab.FactorAnalysis(2).fit(X)
     with pytest.raises(ValueError, match="vcov"):
         model.standard_errors(X, vcov="robust")
+    mixture = latentlab.GaussianMixture(2, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="expected.*Gaussian latent"):
+        mixture.standard_errors(X, vcov="expected")
     with pytest.raises(ValueError, match="level"):
         model.confidence_intervals(X, level=95)
     with pytest.raises(ValueError, match="(not a maximum|not positive definite)"):

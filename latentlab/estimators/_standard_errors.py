@@ -4,17 +4,14 @@
 draws from), the estimator's reported quantities (its ``_reported_estimates``
 hook), and the delta method of :mod:`latentlab.inference.information`.
 
-A hook ``_reported_estimates(problem, X)`` returns ``(report, labels, fixed,
-gauge)``: ``report(values)`` the reported quantities (a dict of arrays, in data units
-and the fit's own frame) from the target's constrained site values, traceable;
-``labels`` one list of coordinate labels per axis of each; ``fixed`` site -> bool
-array of entries held at a bound; ``gauge`` whether the loadings are rotated to the
-lower-trapezoidal gauge (models whose likelihood is flat along rotations).
+A hook ``_reported_estimates(problem, X)`` returns a :class:`Reported`.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -23,11 +20,27 @@ from latentlab._validation import check_option
 from latentlab.inference.information import VCOV_TYPES, estimate_covariance
 
 __all__ = [
+    "Reported",
     "covariance_of_estimates",
     "estimates_table",
     "to_data_units",
     "principal_frame",
 ]
+
+
+class Reported(NamedTuple):
+    """What an estimator reports, for the delta method."""
+
+    # the reported quantities (a dict of arrays, in data units and the fit's own frame)
+    # from the target's constrained site values, traceable
+    report: Callable
+    labels: dict  # name -> one list of coordinate labels per axis
+    fixed: dict  # site -> bool array of the entries held at a bound
+    gauge: bool  # loadings in the lower-trapezoidal gauge (likelihood flat in rotations)
+    # the rows' Gaussian moments (mean, covariance) from the site values, for
+    # vcov="expected"; None: not a Gaussian-rows model
+    moments: Callable | None = None
+
 
 # The Newton decrement (half g' H^-1 g, the gain a Newton step predicts) per row above
 # which the fit is not taken for a maximum of X's likelihood: refused beyond the
@@ -53,27 +66,65 @@ def covariance_of_estimates(est, X, y=None, *, vcov="observed"):
         )
     with est._precision():
         problem = est._posterior_problem(X, y, None)
-        if vcov == "sandwich" and problem.use_prior:
+        if vcov != "observed" and problem.use_prior:
             raise ValueError(
-                f"vcov='sandwich' is for maximum-likelihood fits; {type(est).__name__}'s fit "
+                f"vcov={vcov!r} is for maximum-likelihood fits; {type(est).__name__}'s fit "
                 "maximises a log joint density with a prior (use vcov='observed': the Laplace "
                 "approximation's covariance)"
             )
-        report, labels, fixed_sites, gauge = hook(problem, X)
+        reported = hook(problem, X)
         target = problem.target
-        loadings = problem.spec.loadings if gauge else ()
+        loadings = problem.spec.loadings if reported.gauge else ()
         coords = UnconstrainedCoordinates(target.model, target.args, target.init, loadings)
-        fixed = _fixed_coordinates(coords, fixed_sites)
+        fixed = _fixed_coordinates(coords, reported.fixed)
+        expected = None
+        if reported.moments is not None:
+            expected = _expected_loglik(reported.moments, target.init, target.args[0])
 
         def row_loglik(values):
             sites = log_likelihood(target.model, values, *target.args, batch_ndims=0)
             return sum(sites[name] for name in problem.spec.observed)
 
         result = estimate_covariance(
-            coords, report, labels, vcov=vcov, row_loglik=row_loglik, fixed=fixed
+            coords,
+            reported.report,
+            reported.labels,
+            vcov=vcov,
+            row_loglik=row_loglik,
+            expected_loglik=expected,
+            fixed=fixed,
         )
         _check_maximum(est, result.newton_decrement, n_rows=len(np.asarray(target.args[0])))
     return result
+
+
+def _expected_loglik(moments, point, X):
+    """``values -> sum_i E[log N(x_io | mu_o, Sigma_oo)]``, the expectation under the
+    fitted moments, each row on its observed entries (rows grouped by pattern)."""
+    import jax
+    import jax.numpy as jnp
+
+    mean0, cov0 = jax.tree.map(np.asarray, moments(point))
+    observed = ~np.isnan(np.asarray(X))
+    patterns, counts = np.unique(observed, axis=0, return_counts=True)
+
+    def expected(values):
+        mean, cov = moments(values)
+        total = 0.0
+        for pattern, count in zip(patterns, counts, strict=True):
+            o = np.flatnonzero(pattern)
+            if o.size == 0:
+                continue
+            C = cov[np.ix_(o, o)]
+            gap = mean[o] - mean0[o]
+            second = cov0[np.ix_(o, o)] + jnp.outer(gap, gap)
+            chol = jnp.linalg.cholesky(C)
+            log_det = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
+            trace = jnp.trace(jax.scipy.linalg.cho_solve((chol, True), second))
+            total = total - 0.5 * count * (log_det + trace)
+        return total
+
+    return expected
 
 
 def _fixed_coordinates(coords, fixed_sites) -> np.ndarray:
@@ -328,7 +379,12 @@ def principal_axes_estimates(est, problem, X):
         labels["communality"] = [features]
         floor = VARIANCE_FLOOR * column_variance
         fixed[noise] = np.asarray(est.params_[noise]) <= 1.000001 * floor
-    return report, labels, fixed, True
+
+    def moments(values):  # in the target's units
+        noise_variance = values[noise] * jnp.ones(d)
+        return values["mu"], values["W"] @ values["W"].T + jnp.diag(noise_variance)
+
+    return Reported(report, labels, fixed, True, moments)
 
 
 def bpca_estimates(est, problem, X):
@@ -345,7 +401,7 @@ def bpca_estimates(est, problem, X):
     features = list(problem.coords["feature"])
     components = list(range(K))
     labels = {"W": [features, components], "mu": [features], "sigma2": [], "alpha": [components]}
-    return report, labels, {}, False
+    return Reported(report, labels, {}, False)
 
 
 def mixture_estimates(est, problem, X):
@@ -386,4 +442,4 @@ def mixture_estimates(est, problem, X):
             "spherical": [components],
         }[kind],
     }
-    return report, labels, {}, False
+    return Reported(report, labels, {}, False)

@@ -351,11 +351,14 @@ class LatentEstimator(BaseEstimator):
             accepts them); refused if the fit is not a maximum of its likelihood.
         y : array, optional
             Targets, for supervised models.
-        vcov : {"observed", "sandwich"}, default="observed"
-            ``"observed"``: the inverse observed information.  ``"sandwich"``:
-            ``H^-1 B H^-1`` with ``B`` the sum of the rows' score outer products (Huber
-            1967, White 1982), consistent where the model is misspecified;
-            maximum-likelihood fits only.
+        vcov : {"observed", "expected", "sandwich"}, default="observed"
+            ``"observed"``: the inverse observed information.  ``"expected"``: the
+            inverse expected (Fisher) information, for PPCA and factor analysis: each
+            row's observed block's expectation under the fitted model (with NaN
+            entries, the rows' patterns taken as fixed: right under MCAR).
+            ``"sandwich"``: ``H^-1 B H^-1`` with ``B`` the sum of the rows' score outer
+            products (Huber 1967, White 1982), consistent where the model is
+            misspecified.  The last two for maximum-likelihood fits only.
 
         Returns
         -------

@@ -18,6 +18,12 @@ axes, a rotation criterion's optimum), and ``q`` recomputes that choice from
 
 - ``"observed"``: ``V = H^-1``, ``H = -d^2 l / dtheta^2`` at the fit (for MAP fits, of
   the log joint density: the Laplace approximation's covariance);
+- ``"expected"``: ``V = I^-1`` with ``I`` the expected (Fisher) information, for
+  models whose rows are Gaussian with moments ``mu(theta)``, ``Sigma(theta)``:
+  ``I = -d^2/dtheta^2 sum_i E[log N(x_io | mu_o, Sigma_oo)]`` at the fit, the
+  expectation under the fitted model of each row's observed block (so with missing
+  entries it takes the rows' patterns as fixed: right under MCAR, as lavaan's
+  ``information = "expected"``);
 - ``"sandwich"``: ``V = H^-1 B H^-1``, ``B = sum_i s_i s_i^T`` over the rows' scores
   ``s_i = d l_i / dtheta`` (Huber 1967; White 1982): consistent where the model is
   misspecified, for maximum-likelihood fits.
@@ -38,7 +44,7 @@ import numpy as np
 
 __all__ = ["VCOV_TYPES", "EstimateCovariance", "estimate_covariance"]
 
-VCOV_TYPES = ("observed", "sandwich")
+VCOV_TYPES = ("observed", "expected", "sandwich")
 
 
 class EstimateCovariance(NamedTuple):
@@ -84,6 +90,7 @@ def estimate_covariance(
     *,
     vcov: str = "observed",
     row_loglik: Callable | None = None,
+    expected_loglik: Callable | None = None,
     fixed=None,
 ) -> EstimateCovariance:
     """The delta-method covariance of ``report(coords.constrain(theta))`` at the fit.
@@ -93,8 +100,10 @@ def estimate_covariance(
     ``report(values) -> dict name -> array``: the reported quantities from the
     constrained site values, traceable; ``labels[name]``: one list of coordinate
     labels per axis of that array.  ``row_loglik(values) -> (n,)``: each row's
-    log-likelihood (``vcov="sandwich"``).  ``fixed`` (p,) bool: coordinates held at a
-    bound.
+    log-likelihood (``vcov="sandwich"``).  ``expected_loglik(values)``: the expected
+    log-likelihood under the fitted model, whose negative Hessian at the fit is the
+    expected information (``vcov="expected"``).  ``fixed`` (p,) bool: coordinates
+    held at a bound.
     """
     if vcov not in VCOV_TYPES:
         raise ValueError(f"vcov must be one of {VCOV_TYPES}, got {vcov!r}")
@@ -119,6 +128,11 @@ def estimate_covariance(
     V_free = _inverse(-H[np.ix_(free, free)], "information (negative Hessian of the log density)")
     g = g[free]
     decrement = 0.5 * float(g @ V_free @ g)
+    if vcov == "expected":
+        if expected_loglik is None:
+            raise ValueError("vcov='expected' is available for Gaussian latent models only")
+        information = -jax.jit(jax.hessian(lambda t: expected_loglik(coords.constrain(t))))(theta0)
+        V_free = _inverse(information[np.ix_(free, free)], "expected information")
     if vcov == "sandwich":
         if row_loglik is None:
             raise ValueError("vcov='sandwich' needs each row's log-likelihood")
