@@ -138,58 +138,12 @@ def _observed_column_sd(X):
     return np.sqrt(np.nanvar(X, axis=0))
 
 
-@pytest.mark.parametrize("missing", [0.0, 0.15])
-@pytest.mark.parametrize("Model", [latentlab.FactorAnalysis, latentlab.PPCA])
-def test_gaussian_latent_standard_errors_match_finite_differences(Model, missing):
-    X = _wine(6, missing)  # no Heywood case there (with 5 columns, a uniqueness at 0)
-    d, K = X.shape[1], 2
-    model = Model(K, tol=1e-12, max_iter=20000).fit(X)
-    table = model.standard_errors(X)
-    W0, mu0 = model.params_["W"], model.params_["mu"]
-    fa = Model is latentlab.FactorAnalysis
-    noise0 = model.params_["psi"] if fa else np.atleast_1d(model.params_["sigma2"])
-    units = _observed_column_sd(X) if fa else np.ones(d)
-
-    # the oracle's coordinates: W in the lower gauge (W[0, 1] = 0), mu, log noise
-    free = np.tril(np.ones((d, K), bool))
-
-    def unpack(x):
-        W = np.zeros((d, K))
-        W[free] = x[: free.sum()]
-        mu = x[free.sum() : free.sum() + d]
-        noise = np.exp(x[free.sum() + d :])
-        return W, mu, (noise if fa else np.full(d, noise[0]))
-
-    x0 = np.concatenate([_lower_gauge(W0)[free], mu0, np.log(noise0)])
-
-    def loglik(x):
-        W, mu, psi = unpack(x)
-        return _gaussian_loglik(X, mu, W @ W.T + np.diag(psi))
-
-    V = np.linalg.inv(-_fd_hessian(loglik, x0))
-
-    def reported(x):
-        W, mu, psi = unpack(x)
-        parts = [_principal_axes(W, units, W0).ravel(), mu, psi if fa else psi[:1]]
-        if fa:
-            parts.append(np.sum(_principal_axes(W, units, W0) ** 2, axis=1))
-        return np.concatenate(parts)
-
-    J = _fd_jacobian(reported, x0)
-    oracle = np.sqrt(np.diag(J @ V @ J.T))
-    names = ["W", "mu", "psi" if fa else "sigma2"] + (["communality"] if fa else [])
-    got = np.concatenate([_by_name(table, name).std_error.to_numpy() for name in names])
-    estimates = np.concatenate([_by_name(table, name).estimate.to_numpy() for name in names])
-    np.testing.assert_allclose(estimates, reported(x0), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(got, oracle, rtol=2e-4)
-
-
-@pytest.mark.parametrize("missing", [0.0, 0.15])
-@pytest.mark.parametrize("Model", [latentlab.FactorAnalysis, latentlab.PPCA])
-def test_expected_information_is_fishers(Model, missing):
-    """Oracle: Fisher's information of normal rows, sum over rows of ``J_mu' S^-1 J_mu
-    + tr(S^-1 dS_a S^-1 dS_b) / 2`` on each row's observed block, with the moments'
-    derivatives by finite differences in the oracle's own parametrisation."""
+def _fit_with_oracle_coordinates(Model, missing):
+    """A fit of wine's first six columns (no Heywood case there; with five, a uniqueness
+    at 0), and the oracle's coordinates: W in the lower gauge (W[0, 1] = 0), mu, log
+    noise variance(s).  Returns ``(X, model, unpack, x0, reported)``: ``unpack(x) ->
+    (W, mu, noise (d,))``, ``reported(x)`` the principal-axes W, mu and noise as the
+    table reports them (and FA's communalities), flat."""
     X = _wine(6, missing)
     d, K = X.shape[1], 2
     model = Model(K, tol=1e-12, max_iter=20000).fit(X)
@@ -206,6 +160,49 @@ def test_expected_information_is_fishers(Model, missing):
         return W, x[free.sum() : free.sum() + d], (noise if fa else np.full(d, noise[0]))
 
     x0 = np.concatenate([_lower_gauge(W0)[free], model.params_["mu"], np.log(noise0)])
+
+    def reported(x):
+        W, mu, noise = unpack(x)
+        frame = _principal_axes(W, units, W0)
+        parts = [frame.ravel(), mu, noise if fa else noise[:1]]
+        return np.concatenate(parts + ([np.sum(frame**2, axis=1)] if fa else []))
+
+    return X, model, unpack, x0, reported
+
+
+def _names(model):
+    if isinstance(model, latentlab.FactorAnalysis):
+        return ["W", "mu", "psi", "communality"]
+    return ["W", "mu", "sigma2"]
+
+
+def _column(table, names, column):
+    return np.concatenate([_by_name(table, name)[column].to_numpy() for name in names])
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.15])
+@pytest.mark.parametrize("Model", [latentlab.FactorAnalysis, latentlab.PPCA])
+def test_gaussian_latent_standard_errors_match_finite_differences(Model, missing):
+    X, model, unpack, x0, reported = _fit_with_oracle_coordinates(Model, missing)
+    table = model.standard_errors(X)
+    V = np.linalg.inv(
+        -_fd_hessian(lambda x: _gaussian_loglik(X, unpack(x)[1], _covariance(*unpack(x))), x0)
+    )
+    J = _fd_jacobian(reported, x0)
+    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    np.testing.assert_allclose(
+        _column(table, _names(model), "estimate"), reported(x0), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(_column(table, _names(model), "std_error"), oracle, rtol=2e-4)
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.15])
+@pytest.mark.parametrize("Model", [latentlab.FactorAnalysis, latentlab.PPCA])
+def test_expected_information_is_fishers(Model, missing):
+    """Oracle: Fisher's information of normal rows, sum over rows of ``J_mu' S^-1 J_mu
+    + tr(S^-1 dS_a S^-1 dS_b) / 2`` on each row's observed block, with the moments'
+    derivatives by finite differences in the oracle's own parametrisation."""
+    X, model, unpack, x0, reported = _fit_with_oracle_coordinates(Model, missing)
     h = 1e-6
     steps = np.eye(len(x0)) * h
     d_mu = np.stack([(unpack(x0 + e)[1] - unpack(x0 - e)[1]) / (2 * h) for e in steps])
@@ -221,19 +218,10 @@ def test_expected_information_is_fishers(Model, missing):
         A = d_mu[:, o] @ inverse
         B = np.einsum("kl,alm->akm", inverse, d_cov[:, o][:, :, o])  # S^-1 dS_a
         information += count * (A @ d_mu[:, o].T + 0.5 * np.einsum("akm,bmk->ab", B, B))
-    V = np.linalg.inv(information)
-
-    def reported(x):
-        W, mu, psi = unpack(x)
-        frame = _principal_axes(W, units, W0)
-        return np.concatenate([frame.ravel(), mu, psi if fa else psi[:1]])
-
     J = _fd_jacobian(reported, x0)
-    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    oracle = np.sqrt(np.diag(J @ np.linalg.inv(information) @ J.T))
     table = model.standard_errors(X, vcov="expected")
-    names = ["W", "mu", "psi" if fa else "sigma2"]
-    got = np.concatenate([_by_name(table, name).std_error.to_numpy() for name in names])
-    np.testing.assert_allclose(got, oracle, rtol=1e-5)
+    np.testing.assert_allclose(_column(table, _names(model), "std_error"), oracle, rtol=1e-5)
     if not missing:  # the mean's block: expected and observed agree at the maximum
         observed_se = _by_name(model.standard_errors(X), "mu").std_error
         np.testing.assert_allclose(_by_name(table, "mu").std_error, observed_se, rtol=1e-6)

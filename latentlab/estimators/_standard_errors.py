@@ -331,7 +331,12 @@ def principal_axes_estimates(est, problem, X):
     (:func:`rotated_frame`; oblique: the ``pattern`` and the ``factor_correlation``
     pairs) --, ``mu``, the noise variance(s) and, for factor analysis, each feature's
     communality ``sum_k W_jk^2`` and its uniqueness ``psi``, held fixed where it is at
-    its floor (a Heywood case)."""
+    its floor (a Heywood case).
+
+    The units that scale the principal axes (factor analysis: the features' observed
+    standard deviations) are statistics of the data, held fixed here: the unrotated
+    loadings' standard errors leave out their spread (a rotation's optimum, and every
+    rotation-invariant quantity, does not depend on them)."""
     import jax.numpy as jnp
 
     from latentlab.estimators.gaussian_latent import VARIANCE_FLOOR
