@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from latentlab._validation import check_option
-from latentlab.inference.information import VCOV_TYPES, estimate_covariance
+from latentlab.inference.information import VCOV_TYPES, EstimateCovariance, estimate_covariance
 
 __all__ = [
     "Reported",
@@ -40,7 +40,15 @@ class Reported(NamedTuple):
     # the rows' Gaussian moments (mean, covariance) from the site values, for
     # vcov="expected"; None: not a Gaussian-rows model
     moments: Callable | None = None
+    # align(values, reference) -> values: a refit's reported quantities (NumPy) put in
+    # the order and signs of the fit's, for vcov="bootstrap"; None: no bootstrap
+    align: Callable | None = None
+    # at_fit() -> the reported quantities at the fit, read off its attributes (NumPy;
+    # what ``report`` gives at the fitted point, without tracing it)
+    at_fit: Callable | None = None
 
+
+VCOV = (*VCOV_TYPES, "bootstrap")
 
 # The Newton decrement (half g' H^-1 g, the gain a Newton step predicts) per row above
 # which the fit is not taken for a maximum of X's likelihood: refused beyond the
@@ -49,7 +57,19 @@ NOT_A_MAXIMUM = 1e-4
 LOOSE_MAXIMUM = 1e-7
 
 
-def covariance_of_estimates(est, X, y=None, *, vcov="observed"):
+def _hook(est):
+    hook = getattr(est, "_reported_estimates", None)
+    if hook is None:
+        raise ValueError(
+            f"standard errors are not available for {type(est).__name__}: "
+            f"{getattr(est, '_no_standard_errors', 'it has no declaration to differentiate')}"
+        )
+    return hook
+
+
+def covariance_of_estimates(
+    est, X, y=None, *, vcov="observed", n_bootstrap=200, random_state=None
+) -> EstimateCovariance:
     """:class:`~latentlab.inference.information.EstimateCovariance` of ``est``'s fit
     on its training data ``X``."""
     from numpyro.infer.util import log_likelihood
@@ -57,13 +77,10 @@ def covariance_of_estimates(est, X, y=None, *, vcov="observed"):
     from latentlab.inference.posterior.laplace import UnconstrainedCoordinates
 
     check_is_fitted(est)
-    check_option("vcov", vcov, VCOV_TYPES)
-    hook = getattr(est, "_reported_estimates", None)
-    if hook is None:
-        raise ValueError(
-            f"standard errors are not available for {type(est).__name__}: "
-            f"{getattr(est, '_no_standard_errors', 'it has no declaration to differentiate')}"
-        )
+    check_option("vcov", vcov, VCOV)
+    hook = _hook(est)
+    if vcov == "bootstrap":
+        return _bootstrap(est, X, y, n_bootstrap, random_state)
     with est._precision():
         problem = est._posterior_problem(X, y, None)
         if vcov != "observed" and problem.use_prior:
@@ -96,6 +113,74 @@ def covariance_of_estimates(est, X, y=None, *, vcov="observed"):
         )
         _check_maximum(est, result.newton_decrement, n_rows=len(np.asarray(target.args[0])))
     return result
+
+
+def _reported_at_fit(est, X, y):
+    """The fit's :class:`Reported` and its reported quantities (NumPy, by name)."""
+    with est._precision():
+        problem = est._posterior_problem(X, y, None)
+        reported = _hook(est)(problem, X)
+    if reported.align is None or reported.at_fit is None:
+        raise ValueError(
+            f"vcov='bootstrap' is not available for {type(est).__name__}: its refits need "
+            "not report the same quantities (a pruned rank, for one); use vcov='observed'"
+        )
+    values = reported.at_fit()
+    return reported, {name: np.asarray(value, np.float64) for name, value in values.items()}
+
+
+def _bootstrap(est, X, y, n_bootstrap, random_state) -> EstimateCovariance:
+    """The covariance of the reported quantities over refits on rows drawn with
+    replacement (Efron 1979), each refit's quantities aligned to the fit's (its
+    columns or components matched and signed); the fit's settings, random_state
+    included, for every refit."""
+    from sklearn.base import clone
+    from sklearn.utils import _safe_indexing, check_random_state
+
+    from latentlab._validation import check_positive_int
+
+    n_bootstrap = check_positive_int("n_bootstrap", n_bootstrap)
+    if n_bootstrap < 2:
+        raise ValueError(f"n_bootstrap must be at least 2, got {n_bootstrap}")
+    reported, reference = _reported_at_fit(est, X, y)
+    rng = check_random_state(random_state)
+    n = len(X)
+    flat = []
+    with warnings.catch_warnings():  # a resample's Heywood case or slow fit is its own
+        warnings.simplefilter("ignore")
+        for _ in range(n_bootstrap):
+            rows = rng.randint(0, n, n)
+            X_b = _safe_indexing(X, rows)
+            y_b = None if y is None else _safe_indexing(y, rows)
+            refit = clone(est).fit(X_b) if y is None else clone(est).fit(X_b, y_b)
+            _, values = _reported_at_fit(refit, X_b, y_b)
+            values = reported.align(values, reference)
+            flat.append(np.concatenate([np.ravel(values[name]) for name in sorted(values)]))
+    names, index = [], []
+    for name in sorted(reference):
+        axes = reported.labels[name]
+        for position in np.ndindex(*np.shape(reference[name])):
+            names.append(name)
+            index.append(tuple(axes[a][i] for a, i in enumerate(position)))
+    return EstimateCovariance(
+        names=names,
+        index=index,
+        estimate=np.concatenate([np.ravel(reference[name]) for name in sorted(reference)]),
+        covariance=np.cov(np.asarray(flat), rowvar=False),
+        at_boundary=np.zeros(len(names), bool),
+        newton_decrement=float("nan"),
+    )
+
+
+def _matched_columns(L, reference):
+    """The permutation and signs that best match L's columns to ``reference``'s
+    (Hungarian matching on the absolute cross-products)."""
+    from scipy.optimize import linear_sum_assignment
+
+    cross = reference.T @ L
+    _, order = linear_sum_assignment(-np.abs(cross))
+    signs = np.sign(cross[np.arange(len(order)), order])
+    return order, np.where(signs == 0, 1.0, signs)
 
 
 def _expected_loglik(moments, point, X):
@@ -333,10 +418,12 @@ def principal_axes_estimates(est, problem, X):
     communality ``sum_k W_jk^2`` and its uniqueness ``psi``, held fixed where it is at
     its floor (a Heywood case).
 
-    The units that scale the principal axes (factor analysis: the features' observed
-    standard deviations) are statistics of the data, held fixed here: the unrotated
-    loadings' standard errors leave out their spread (a rotation's optimum, and every
-    rotation-invariant quantity, does not depend on them)."""
+    The units that scale factor analysis' principal axes, the features' observed
+    standard deviations, move with the data: here in proportion to the model's
+    (equal to them at a maximum-likelihood fit of complete data); without that the
+    unrotated loadings' standard errors came out 1.7 times the bootstrap's on a
+    planted model (a rotation's optimum, and every rotation-invariant quantity, does
+    not depend on the units)."""
     import jax.numpy as jnp
 
     from latentlab.estimators.gaussian_latent import VARIANCE_FLOOR
@@ -355,9 +442,19 @@ def principal_axes_estimates(est, problem, X):
     per_feature = spec.sites[noise].dims == ("feature",)
     pairs = np.triu_indices(K, 1)
 
+    # Factor analysis' principal axes are those of W scaled by the features' observed
+    # standard deviations: statistics of the data, which move with it.  At a
+    # maximum-likelihood fit of complete data they are the model's, sqrt(diag(W W^T +
+    # Psi)) (its stationarity in psi), so they move with the estimates as those do:
+    # held at the data's value at the fit, moved in proportion to the model's.
+    fitted_sd = np.sqrt(np.sum(np.asarray(est.params_["W"]) ** 2, axis=1) + est.params_[noise])
+
     def report(values):
         v = to_data_units(spec, values, problem.standardisation)
-        W = principal_frame(v["W"], units, reference)
+        scale = units
+        if per_feature:
+            scale = units * jnp.sqrt(jnp.sum(v["W"] ** 2, axis=1) + v[noise]) / fitted_sd
+        W = principal_frame(v["W"], scale, reference)
         out = {"mu": v["mu"], noise: v[noise]}
         if per_feature:
             out["communality"] = jnp.sum(W**2, axis=1)
@@ -389,7 +486,31 @@ def principal_axes_estimates(est, problem, X):
         noise_variance = values[noise] * jnp.ones(d)
         return values["mu"], values["W"] @ values["W"].T + jnp.diag(noise_variance)
 
-    return Reported(report, labels, fixed, True, moments)
+    def align(values, reference):
+        key = "pattern" if oblique else "W"
+        order, signs = _matched_columns(values[key], reference[key])
+        values = dict(values, **{key: values[key][:, order] * signs})
+        if oblique:  # the correlations of the matched, signed factors
+            phi = np.eye(K)
+            phi[pairs] = values["factor_correlation"]
+            phi = np.triu(phi, 1) + np.triu(phi, 1).T + np.eye(K)
+            phi = phi[np.ix_(order, order)] * np.outer(signs, signs)
+            values["factor_correlation"] = phi[pairs]
+        return values
+
+    def at_fit():
+        W = np.asarray(est.params_["W"])  # Lambda C where oblique: W W^T = A A^T
+        out = {"mu": est.params_["mu"], noise: est.params_[noise]}
+        if per_feature:
+            out["communality"] = np.sum(W**2, axis=1)
+        if oblique:
+            out["pattern"] = np.linalg.solve(np.linalg.cholesky(est.factor_correlation_).T, W.T).T
+            out["factor_correlation"] = np.asarray(est.factor_correlation_)[pairs]
+        else:
+            out["W"] = W
+        return out
+
+    return Reported(report, labels, fixed, True, moments, align, at_fit)
 
 
 def bpca_estimates(est, problem, X):
@@ -406,7 +527,7 @@ def bpca_estimates(est, problem, X):
     features = list(problem.coords["feature"])
     components = list(range(K))
     labels = {"W": [features, components], "mu": [features], "sigma2": [], "alpha": [components]}
-    return Reported(report, labels, {}, False)
+    return Reported(report, labels, {}, False)  # no bootstrap: a refit's rank can differ
 
 
 def mixture_estimates(est, problem, X):
@@ -420,23 +541,25 @@ def mixture_estimates(est, problem, X):
     kind = est.covariance_type
     K, d = np.shape(est.params_["means"])
 
+    upper = np.triu_indices(d)
+
+    def entries(cov, xp):  # covariances_ as reported: full/tied on and above the diagonal
+        if kind == "full":
+            return cov[:, upper[0], upper[1]]
+        if kind == "tied":
+            return cov[0][upper]
+        if kind == "diag":
+            return xp.diagonal(cov, axis1=-2, axis2=-1)
+        return cov[:, 0, 0]
+
     def report(values):
         L = gmm.scale_tril(values["scale"], kind, K, d)
-        cov = L @ jnp.swapaxes(L, -1, -2)
-        upper = np.triu_indices(d)
-        if kind == "full":
-            covariances = cov[:, upper[0], upper[1]]
-        elif kind == "tied":
-            covariances = cov[0][upper]
-        elif kind == "diag":
-            covariances = jnp.diagonal(cov, axis1=-2, axis2=-1)
-        else:
-            covariances = cov[:, 0, 0]
+        covariances = entries(L @ jnp.swapaxes(L, -1, -2), jnp)
         return {"weights": values["weights"], "means": values["means"], "covariances": covariances}
 
     features = list(problem.coords["feature"])
     components = list(range(K))
-    pairs = [f"{features[i]}, {features[j]}" for i, j in zip(*np.triu_indices(d), strict=True)]
+    pairs = [f"{features[i]}, {features[j]}" for i, j in zip(*upper, strict=True)]
     labels = {
         "weights": [components],
         "means": [components, features],
@@ -447,4 +570,25 @@ def mixture_estimates(est, problem, X):
             "spherical": [components],
         }[kind],
     }
-    return Reported(report, labels, {}, False)
+    tied = kind == "tied"
+
+    def align(values, reference):  # components matched by their means
+        from scipy.optimize import linear_sum_assignment
+
+        gaps = values["means"][None, :, :] - reference["means"][:, None, :]
+        _, order = linear_sum_assignment(np.sum(gaps**2, axis=2))
+        return {
+            name: value if (tied and name == "covariances") else value[order]
+            for name, value in values.items()
+        }
+
+    def at_fit():
+        L = np.asarray(gmm.scale_tril(jnp.asarray(est.params_["scale"]), kind, K, d))
+        covariances = entries(L @ np.swapaxes(L, -1, -2), np)
+        return {
+            "weights": est.params_["weights"],
+            "means": est.params_["means"],
+            "covariances": covariances,
+        }
+
+    return Reported(report, labels, {}, False, align=align, at_fit=at_fit)

@@ -331,7 +331,9 @@ class LatentEstimator(BaseEstimator):
         )
 
     @available_if(_is_generative)
-    def covariance_of_estimates(self, X, y=None, *, vcov: str = "observed"):
+    def covariance_of_estimates(
+        self, X, y=None, *, vcov: str = "observed", n_bootstrap: int = 200, random_state=None
+    ):
         """The estimates' covariance matrix from the information of the exact
         likelihood (missing entries marginalised), by the delta method.
 
@@ -358,7 +360,15 @@ class LatentEstimator(BaseEstimator):
             entries, the rows' patterns taken as fixed: right under MCAR).
             ``"sandwich"``: ``H^-1 B H^-1`` with ``B`` the sum of the rows' score outer
             products (Huber 1967, White 1982), consistent where the model is
-            misspecified.  The last two for maximum-likelihood fits only.
+            misspecified.  These two for maximum-likelihood fits only.
+            ``"bootstrap"``: the covariance of the estimates over ``n_bootstrap`` refits
+            on rows drawn with replacement (Efron 1979), each refit's loadings or
+            components matched and signed to the fit's; not for Bayesian PCA, whose
+            refits may keep another rank.
+        n_bootstrap : int, default=200
+            Refits for ``vcov="bootstrap"``.
+        random_state : int, RandomState instance or None, default=None
+            Draws the bootstrap's rows.
 
         Returns
         -------
@@ -370,17 +380,21 @@ class LatentEstimator(BaseEstimator):
 
         from latentlab.estimators._standard_errors import covariance_of_estimates, labels_of
 
-        result = covariance_of_estimates(self, X, y, vcov=vcov)
+        result = covariance_of_estimates(
+            self, X, y, vcov=vcov, n_bootstrap=n_bootstrap, random_state=random_state
+        )
         labels = labels_of(result)
         return pd.DataFrame(result.covariance, index=labels, columns=labels)
 
     @available_if(_is_generative)
-    def standard_errors(self, X, y=None, *, vcov: str = "observed"):
+    def standard_errors(
+        self, X, y=None, *, vcov: str = "observed", n_bootstrap: int = 200, random_state=None
+    ):
         """Standard errors of the fitted parameters, with Wald tests.
 
-        From :meth:`covariance_of_estimates` (see there for ``X``, ``y`` and
-        ``vcov``).  Returns a pandas table, one row per estimate (indexed by labels
-        ``name[i, j]``): ``parameter``, ``index`` (the entry's coordinate labels),
+        From :meth:`covariance_of_estimates` (see there for the arguments).  Returns
+        a pandas table, one row per estimate (indexed by labels ``name[i, j]``):
+        ``parameter``, ``index`` (the entry's coordinate labels),
         ``estimate``, ``std_error``, ``z`` and ``p_value`` (two-sided, of the
         hypothesis that the entry is 0; for a variance that hypothesis lies on the
         boundary and the test is conservative), ``at_boundary`` (held at a bound: no
@@ -388,10 +402,22 @@ class LatentEstimator(BaseEstimator):
         """
         from latentlab.estimators._standard_errors import covariance_of_estimates, estimates_table
 
-        return estimates_table(covariance_of_estimates(self, X, y, vcov=vcov))
+        result = covariance_of_estimates(
+            self, X, y, vcov=vcov, n_bootstrap=n_bootstrap, random_state=random_state
+        )
+        return estimates_table(result)
 
     @available_if(_is_generative)
-    def confidence_intervals(self, X, y=None, *, level: float = 0.95, vcov: str = "observed"):
+    def confidence_intervals(
+        self,
+        X,
+        y=None,
+        *,
+        level: float = 0.95,
+        vcov: str = "observed",
+        n_bootstrap: int = 200,
+        random_state=None,
+    ):
         """Wald confidence intervals ``estimate +- z_(1+level)/2 * std_error``: the
         table of :meth:`standard_errors` with columns ``lower`` and ``upper``.  Wald
         intervals of variances and weights are symmetric and can cross their bounds;
@@ -400,7 +426,10 @@ class LatentEstimator(BaseEstimator):
 
         if not (isinstance(level, (int, float, np.floating)) and 0.0 < float(level) < 1.0):
             raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
-        return estimates_table(covariance_of_estimates(self, X, y, vcov=vcov), float(level))
+        result = covariance_of_estimates(
+            self, X, y, vcov=vcov, n_bootstrap=n_bootstrap, random_state=random_state
+        )
+        return estimates_table(result, float(level))
 
     @available_if(_is_generative)
     def score(self, X, y=None) -> float:
