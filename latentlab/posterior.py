@@ -12,7 +12,9 @@ of component means are not summarisable as they are.  This module
   (W W^T itself, from a DataTree);
 - builds Laplace approximations in an identified, unconstrained parametrisation
   (:func:`laplace_approximation`);
-- wraps ArviZ's PSIS-LOO with a clear warning when it is unreliable (:func:`loo`);
+- wraps ArviZ's PSIS-LOO with a clear warning when it is unreliable (:func:`loo`),
+  and gives the LOO-PIT of every observed entry from whole-row weights
+  (:func:`loo_pit`);
 - gives credible intervals of the latent variables (:func:`latent_intervals`).
 
 Draws come from ``estimator.sample_posterior(X, method=...)``.  The engine behind them
@@ -40,7 +42,7 @@ from latentlab.inference.posterior.laplace import (
     gaussian_draws,
     laplace_approximation,
 )
-from latentlab.inference.posterior.loo import loo
+from latentlab.inference.posterior.loo import loo, loo_pit
 
 __all__ = [
     "procrustes_rotations",
@@ -54,6 +56,7 @@ __all__ = [
     "laplace_approximation",
     "gaussian_draws",
     "loo",
+    "loo_pit",
     "LatentIntervals",
     "latent_intervals",
 ]

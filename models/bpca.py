@@ -40,6 +40,7 @@ from latentlab.models.gaussian_latent import (
     expected_stats,
     loadings_and_mean_sites,
     observe_rows,
+    replicate_settings,
     solve_regression,
     variance_coordinates,
 )
@@ -147,6 +148,7 @@ def posterior_spec() -> PosteriorSpec:
         noise=(("sigma2", "feature"),),
         em_prior=True,
         prior_required=True,
+        replicate=replicate_settings,
     )
 
 

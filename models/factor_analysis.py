@@ -32,6 +32,7 @@ from latentlab.models.gaussian_latent import (
     expected_stats,
     loadings_and_mean_sites,
     observe_rows,
+    replicate_settings,
     sample_loadings_and_mean,
     solve_regression,
     variance_coordinates,
@@ -121,6 +122,7 @@ def posterior_spec() -> PosteriorSpec:
         sites={**loadings_and_mean_sites(), "psi": Site(("feature",), "positive", "variance")},
         loadings=("W",),
         noise=(("psi", "feature"),),
+        replicate=replicate_settings,
     )
 
 

@@ -106,6 +106,7 @@ __all__ = [
     "detect_missing",
     "sample_loadings_and_mean",
     "loadings_and_mean_sites",
+    "replicate_settings",
     "masked_low_rank",
     "observe_rows",
     # the fit's starts, and the quasi-Newton phase's coordinates
@@ -162,6 +163,13 @@ def loadings_and_mean_sites() -> dict:
         "W": Site(("feature", "component"), "real", "linear"),
         "mu": Site(("feature",), "real", "location"),
     }
+
+
+def replicate_settings(X) -> dict:
+    """The settings under which a declaration with one (n, d) data argument, given no
+    data, draws a complete data set of X's shape (posterior and prior predictive)."""
+    n, d = np.shape(X)
+    return {"n_samples": int(n), "n_features": int(d), "has_missing": False}
 
 
 # The variance whose normal density at its own mean is exactly 1.  ``handlers.mask``

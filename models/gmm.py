@@ -89,7 +89,7 @@ from latentlab.models._gmm_statistics import (
     _moments,
     _sum_over_chunks,
 )
-from latentlab.models.gaussian_latent import detect_missing
+from latentlab.models.gaussian_latent import detect_missing, replicate_settings
 
 __all__ = [
     "COVARIANCE_TYPES",
@@ -271,6 +271,7 @@ def posterior_spec(covariance_type: str) -> PosteriorSpec:
         components=components,
         component_key="means",
         component_weights="weights",
+        replicate=replicate_settings,
     )
 
 

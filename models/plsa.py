@@ -187,6 +187,8 @@ def plsa_model(
         n_words = X.shape[-1]
     elif doc_lengths is None or n_words is None:
         raise ValueError("plsa_model needs X, or doc_lengths and n_words to sample documents")
+    # drawing counts inside a compiled program needs a static bound on them
+    longest = None if isinstance(doc_lengths, jax.core.Tracer) else int(np.max(doc_lengths))
     doc_lengths = jnp.asarray(doc_lengths)
     K, W, D = n_components, n_words, doc_lengths.shape[0]
     with handlers.mask(mask=use_prior):
@@ -199,14 +201,18 @@ def plsa_model(
         if X is not None:
             raise ValueError("explicit_latent=True draws documents; it cannot condition on X")
         with numpyro.plate("documents", D):
-            z = numpyro.sample("z", dist.Multinomial(doc_lengths, probs=theta))  # tokens per topic
-            by_topic = numpyro.sample(
-                "x_by_topic", dist.Multinomial(z, probs=phi).to_event(1)
-            )  # (D, K, W)
+            z = numpyro.sample(  # tokens per topic
+                "z", dist.Multinomial(doc_lengths, probs=theta, total_count_max=longest)
+            )
+            by_topic = numpyro.sample(  # (D, K, W)
+                "x_by_topic", dist.Multinomial(z, probs=phi, total_count_max=longest).to_event(1)
+            )
         numpyro.deterministic("x", jnp.sum(by_topic, axis=-2))
         return
     with numpyro.plate("documents", D):
-        numpyro.sample("x", dist.Multinomial(doc_lengths, probs=theta @ phi), obs=X)
+        numpyro.sample(
+            "x", dist.Multinomial(doc_lengths, probs=theta @ phi, total_count_max=longest), obs=X
+        )
 
 
 model = plsa_model  # the name every model module exports for its declaration
@@ -230,6 +236,7 @@ def posterior_spec(n_components: int, smoothed: bool) -> PosteriorSpec:
             "theta": Site(("document", "component"), "simplex"),
             "phi": Site(("component", "word"), "simplex"),
         },
+        data_dims=("word",),
         standardise=False,
         missing_data=False,
         components={"phi": 0, "theta": 1},
@@ -244,7 +251,14 @@ def posterior_spec(n_components: int, smoothed: bool) -> PosteriorSpec:
             "relabelling): expect many divergent transitions and draws along that ridge.  "
             "method='svi' describes the spread around the fit."
         ),
+        replicate=_replicate_settings,
     )
+
+
+def _replicate_settings(X) -> dict:
+    """Documents of X's lengths over its vocabulary, drawn from the marginal (z summed out)."""
+    counts = np.asarray(X)
+    return {"doc_lengths": tuple(int(n) for n in counts.sum(axis=1)), "n_words": counts.shape[1]}
 
 
 # ----------------------------------------------------------------------------- init

@@ -33,6 +33,7 @@ from latentlab.models.gaussian_latent import (
     loadings_and_mean_sites,
     observe_rows,
     pca_solution,
+    replicate_settings,
     sample_loadings_and_mean,
     solve_regression,
     variance_coordinates,
@@ -118,6 +119,7 @@ def posterior_spec() -> PosteriorSpec:
         sites={**loadings_and_mean_sites(), "sigma2": Site((), "positive", "variance")},
         loadings=("W",),
         noise=(("sigma2", "feature"),),
+        replicate=replicate_settings,
     )
 
 

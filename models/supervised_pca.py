@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
@@ -215,7 +216,20 @@ def posterior_spec() -> PosteriorSpec:
         target_settings={"tempered": True},
         loadings=("W_x", "W_y"),
         noise=(("sigma2_x", "feature"), ("sigma2_y", "target")),
+        replicate=_replicate_settings,
     )
+
+
+def _replicate_settings(X, y) -> dict:
+    """Draw x and y together through z (the collapsed form draws x only)."""
+    (n, d_x), d_y = np.shape(X), np.shape(y)[-1]
+    return {
+        "n_samples": int(n),
+        "n_features": int(d_x),
+        "n_targets": int(d_y),
+        "has_missing": False,
+        "explicit_latent": True,
+    }
 
 
 # ----------------------------------------------------------------------------- init

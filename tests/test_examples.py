@@ -40,7 +40,13 @@ NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
 # one kernel per group, the groups in parallel; about equal work each
 GROUPS = (
     ("choosing_k", "ppca_vs_fa", "manifolds", "ica_sources", "factor_analysis_report"),
-    ("plsa_topics", "embedding_uncertainty", "supervised_alpha", "autoencoder_vs_pca"),
+    (
+        "plsa_topics",
+        "embedding_uncertainty",
+        "supervised_alpha",
+        "autoencoder_vs_pca",
+        "uncertainty_report",
+    ),
 )
 CELL_TIMEOUT_S = 300
 RESET = 'import matplotlib.pyplot as _plt\n_plt.close("all")\n%reset -f'
@@ -239,6 +245,21 @@ def check_autoencoder_vs_pca(s):
     assert s["ppca_loglik"] - s["vae_elbo"] < 0.05 * abs(s["ppca_loglik"])
 
 
+def check_uncertainty_report(s):
+    # 95% intervals of the factor model (10% missing) hold the planted values: 12
+    # loadings and 6 uniquenesses, so one or two misses are sampling, more are not
+    assert s["loading_coverage"] >= 10 / 12
+    assert s["psi_coverage"] >= 5 / 6
+    assert not s["heywood"]
+    # overlapping clusters: the points assigned to the wrong one are the uncertain ones
+    assert s["gmm_ari"] > 0.7
+    assert s["uncertainty_misassigned"] > 3 * s["uncertainty_correct"]
+    # one component for two factors: the second eigenvalue lies beyond every replicate
+    assert s["ppc_worst_eigenvalue_k1"] == 2 and s["ppc_p_k1"] == 0.0
+    assert 0.02 < s["ppc_p_k2"] < 0.98  # two components: no eigenvalue out of reach
+    assert s["pit_ks"] < 0.05  # calibrated entry by entry
+
+
 CHECKS = {
     "choosing_k": check_choosing_k,
     "ppca_vs_fa": check_ppca_vs_fa,
@@ -249,6 +270,7 @@ CHECKS = {
     "ica_sources": check_ica_sources,
     "autoencoder_vs_pca": check_autoencoder_vs_pca,
     "factor_analysis_report": check_factor_analysis_report,
+    "uncertainty_report": check_uncertainty_report,
 }
 
 

@@ -223,6 +223,7 @@ class LatentEstimator(BaseEstimator):
         prior: bool | None = None,
         svi_steps: int | None = None,
         nuts_options: dict | None = None,
+        predictive: bool = True,
     ):
         """Draw from the posterior of the parameters, on the model's own declaration.
 
@@ -282,6 +283,11 @@ class LatentEstimator(BaseEstimator):
             strongly correlated under flat priors, and a dense matrix then samples
             several times faster (iris PPCA(2), 13 dimensions: 18 s diagonal,
             6.8 s dense), while for large models it is costly to adapt and apply.
+        predictive : bool, default=True
+            Add ``posterior_predictive`` (one data set of X's shape replicated from
+            the model at each draw) and, when the priors are on and proper,
+            ``prior``/``prior_predictive``.  The replicates hold chains x draws x X's
+            size numbers: False leaves them out for large data.
 
         Returns
         -------
@@ -303,6 +309,18 @@ class LatentEstimator(BaseEstimator):
             ``permutation[k]`` is aligned component k).  ``arviz.loo``, ``arviz.compare`` and
             ``arviz.summary`` accept the tree directly; :func:`latentlab.posterior.loo`
             adds the correction for SVI/Laplace draws and a Pareto-k warning.
+
+            The data groups complete the tree for ArviZ's checks (``az.loo_pit``,
+            ``az.plot_ppc_dist``, ``az.psense_summary``): ``observed_data`` (X in data
+            units, NaN where missing; ``x`` and ``y`` for supervised PCA),
+            ``constant_data`` (``x_missing``, the missing-entry mask, and the
+            standardisation ``x_shift``/``scale`` the draws were sampled under),
+            ``log_prior`` (each parameter site's log prior density per draw, in the
+            sampled coordinates; zero under the flat prior of a maximum-likelihood
+            fit), ``posterior_predictive`` and, under a proper prior, ``prior`` and
+            ``prior_predictive`` (one chain of as many draws), with dims
+            (chain, draw, obs, feature).  The root attrs name the library, model,
+            settings and versions.
 
         Notes
         -----
@@ -328,7 +346,51 @@ class LatentEstimator(BaseEstimator):
             prior=prior,
             svi_steps=svi_steps,
             nuts_options=nuts_options,
+            predictive=predictive,
         )
+
+    @available_if(_is_generative)
+    def to_datatree(self, X, y=None, *, n_replicates: int = 100, random_state=None):
+        """The fit as an ArviZ DataTree: the point estimate with the data sets it
+        predicts, for posterior predictive checks of a point fit.
+
+        The tree has the layout of :meth:`sample_posterior`'s, with the fitted
+        parameters as ``posterior``, repeated once per replicate (a point mass, not a
+        posterior: intervals from it are plug-in, without the parameters'
+        uncertainty); ``posterior_predictive`` holds ``n_replicates`` data sets of X's
+        shape drawn from the fitted model, ``log_likelihood`` each row's
+        log-likelihood (its sum over rows is ``n * score(X)``), and ``observed_data``,
+        ``constant_data`` and ``log_prior`` as there.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features)
+            The data to check the fit against (normally the training data); NaN
+            marks missing entries for models that accept them.
+        y : array, optional
+            Targets, for supervised PCA.
+        n_replicates : int, default=100
+            Data sets drawn from the fitted model.
+        random_state : int, RandomState or None
+
+        Returns
+        -------
+        datatree : xarray.DataTree
+
+        Examples
+        --------
+        >>> import numpy as np, latentlab
+        >>> X = np.random.default_rng(0).normal(size=(50, 4))
+        >>> model = latentlab.PPCA(1).fit(X)
+        >>> tree = model.to_datatree(X, n_replicates=20, random_state=0)
+        >>> tree["posterior_predictive"]["x"].shape
+        (1, 20, 50, 4)
+        >>> bool(np.isclose(tree["log_likelihood"]["x"][0, 0].sum(), 50 * model.score(X)))
+        True
+        """
+        from latentlab.estimators._posterior_sampling import point_datatree
+
+        return point_datatree(self, X, y, n_replicates=n_replicates, random_state=random_state)
 
     @available_if(_is_generative)
     def covariance_of_estimates(

@@ -6,14 +6,15 @@ light.  A model a plot cannot show is refused with a TypeError naming what it ac
 
 The functions live in private modules by what they show (``_fit``: scree and
 convergence; ``_latent``: latent_scatter; ``_uncertainty``: imputation and
-loadings_posterior; ``_comparison``; ``_dendrogram``; ``_retention``:
-parallel_analysis); import them from here.
+loadings_posterior; ``_predictive``: ppc; ``_comparison``; ``_dendrogram``;
+``_retention``: parallel_analysis); import them from here.
 """
 
 from latentlab.plots._comparison import comparison
 from latentlab.plots._dendrogram import dendrogram
 from latentlab.plots._fit import convergence, scree
 from latentlab.plots._latent import latent_scatter
+from latentlab.plots._predictive import ppc
 from latentlab.plots._retention import parallel_analysis
 from latentlab.plots._uncertainty import imputation, loadings_posterior
 
@@ -24,6 +25,7 @@ __all__ = [
     "imputation",
     "comparison",
     "loadings_posterior",
+    "ppc",
     "dendrogram",
     "parallel_analysis",
 ]

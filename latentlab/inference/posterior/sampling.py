@@ -14,6 +14,7 @@ import warnings
 import jax
 import numpy as np
 
+from latentlab.inference.posterior import predictive as predictive_draws
 from latentlab.inference.posterior.alignment import (
     align_loadings,
     loading_spectrum,
@@ -145,6 +146,8 @@ def sample(
     nuts_options: dict,
     align: bool,
     model_name: str,
+    predictive: bool = True,
+    settings: dict | None = None,
 ):
     """Posterior draws of ``problem`` by ``method`` as an ArviZ DataTree (the body of
     every ``sample_posterior``; settings already validated)."""
@@ -178,27 +181,64 @@ def sample(
             "log_q": approx.log_q.reshape(num_chains, num_samples),
         }
     return datatree_from_draws(
-        problem, draws, stats, method=method, align=align, model_name=model_name
+        problem,
+        draws,
+        stats,
+        method=method,
+        align=align,
+        model_name=model_name,
+        seed=seed,
+        predictive=predictive,
+        settings=settings,
     )
 
 
-def datatree_from_draws(problem, draws, stats, *, method, align, model_name):
+def datatree_from_draws(
+    problem,
+    draws,
+    stats,
+    *,
+    method,
+    align,
+    model_name,
+    seed=0,
+    predictive=True,
+    settings=None,
+):
     """DataTree from draws in the target's units, each (chain, draw, *site_shape).
 
     Maps them to data units, scores every row at every draw, aligns, adds the
-    rotation-invariant summaries and the attrs (``model_name`` names the model).
-    Call inside ``jax.enable_x64(True)`` for float64.
+    rotation-invariant summaries, the data (observed and constant), the log prior, and
+    with ``predictive`` a data set replicated at each draw and, under a proper prior,
+    prior draws with theirs; ``model_name`` and ``settings`` (the estimator's) go into
+    the attrs.  Call inside ``jax.enable_x64(True)`` for float64.
     """
     import arviz as az
+    import xarray as xr
 
     from latentlab.inference.mcmc import pointwise_log_likelihood
 
     shape = next(iter(draws.values())).shape[:2]
-    draws = problem.to_original(draws)
-    flat = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in draws.items()}
+
+    def by_chain(values):
+        return {k: v.reshape(shape + v.shape[1:]) for k, v in values.items()}
+
+    target_flat = {k: np.asarray(v).reshape((-1,) + v.shape[2:]) for k, v in draws.items()}
+    flat = problem.to_original(target_flat)
     scoring, spec = problem.scoring, problem.spec
     loglik = pointwise_log_likelihood(scoring.model, flat, *scoring.args)
     loglik = sum(loglik[s] for s in scoring.sites)
+    groups = _data_groups(problem)
+    log_prior = by_chain(predictive_draws.log_prior(problem, target_flat))
+    if predictive and spec.replicate is not None:
+        groups["posterior_predictive"] = by_chain(
+            predictive_draws.replicated_data(problem, flat, seed + 1)
+        )
+        if predictive_draws.has_proper_prior(problem):
+            n_prior = int(np.prod(shape))
+            parameters, data = predictive_draws.prior_draws(problem, n_prior, seed + 2)
+            groups["prior"] = {k: v[None] for k, v in parameters.items()}
+            groups["prior_predictive"] = {k: v[None] for k, v in data.items()}
 
     aligned, undo = "none", {}
     if align:
@@ -211,8 +251,10 @@ def datatree_from_draws(problem, draws, stats, *, method, align, model_name):
         explained_variance_ratio=["component"],
         rotation=["component", "component_bis"],
         permutation=["component"],
-        **{scoring.name: ["obs"]},
     )
+    dims[scoring.name] = ["obs"]
+    dims.update(_data_dims(spec))  # the observed sites' data (the same name: a row's
+    # log-likelihood takes its first dimension)
     prior_text = (
         "the declaration's priors"
         if problem.use_prior
@@ -220,7 +262,9 @@ def datatree_from_draws(problem, draws, stats, *, method, align, model_name):
         "maximum-likelihood fit"
     )
     attrs = {
+        **_provenance(),
         "model": model_name,
+        "model_settings": repr(settings or {}),
         "method": method,
         "prior": prior_text,
         "aligned": aligned,
@@ -229,11 +273,16 @@ def datatree_from_draws(problem, draws, stats, *, method, align, model_name):
         "units": "data units",
         "log_likelihood": f"{scoring.name}: log p(row) of sites " + "+".join(scoring.sites),
     }
+    if method == "point":
+        attrs["posterior_note"] = (
+            "the fitted point estimate, repeated once per replicated data set: a point "
+            "mass, not a posterior"
+        )
     coords = {k: v for k, v in problem.coords.items() if any(k in d for d in dims.values())}
-    groups = {
-        "posterior": posterior,
-        "log_likelihood": {scoring.name: loglik.reshape(shape + loglik.shape[1:])},
-    }
+    groups.update(
+        posterior=posterior,
+        log_likelihood={scoring.name: loglik.reshape(shape + loglik.shape[1:])},
+    )
     if stats:
         groups["sample_stats"] = stats
     if undo:  # raw draws stay recoverable: W_raw = W R^T, x_raw[perm] = x
@@ -244,9 +293,56 @@ def datatree_from_draws(problem, draws, stats, *, method, align, model_name):
         coords=coords,
         attrs={"/": attrs},
     )
+    # one number per parameter site and draw: the sites' dimensions do not apply
+    tree["log_prior"] = xr.DataTree(az.dict_to_dataset(log_prior))
     if method == "nuts" and stats:
         _nuts_diagnostics(tree, stats)
     return tree
+
+
+def _data_dims(spec) -> dict:
+    """Dimensions of each observed site's data (rows ``obs`` by its column dimension),
+    of its missing-entry mask and of its standardisation's shift."""
+    dims = {}
+    for site, column in zip(spec.observed, spec.data_dims, strict=True):
+        dims[site] = ["obs", column]
+        dims[f"{site}_missing"] = ["obs", column]
+        dims[f"{site}_shift"] = [column]
+    return dims
+
+
+def _data_groups(problem) -> dict:
+    """``observed_data`` (the data in data units, NaN where missing) and
+    ``constant_data`` (each site's missing-entry mask, and the standardisation the
+    draws were sampled under)."""
+    spec = problem.spec
+    data = {s: np.asarray(a) for s, a in zip(spec.observed, problem.scoring.args, strict=True)}
+    constant = {}
+    if spec.missing_data:
+        constant.update({f"{s}_missing": np.isnan(a) for s, a in data.items()})
+    if problem.standardisation is not None:
+        shift, scale = problem.standardisation
+        for site, column in zip(spec.observed, spec.data_dims, strict=True):
+            constant[f"{site}_shift"] = np.asarray(shift[column], dtype=np.float64)
+        constant["scale"] = np.float64(scale)
+    groups = {"observed_data": data}
+    if constant:
+        groups["constant_data"] = constant
+    return groups
+
+
+def _provenance() -> dict:
+    """Root attrs naming what made the tree (ArviZ stamps each group with its own
+    version and the time)."""
+    from importlib.metadata import version
+
+    return {
+        "inference_library": "latentlab",
+        "inference_library_version": version("latentlab"),
+        "jax_version": version("jax"),
+        "numpyro_version": version("numpyro"),
+        "arviz_version": version("arviz"),
+    }
 
 
 def _nuts_diagnostics(tree, stats):

@@ -27,6 +27,7 @@ Dimension names stand for sizes known from the data and the fit: ``"feature"`` (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -75,6 +76,9 @@ class PosteriorSpec(NamedTuple):
     prior_required: bool = False  # without the prior some parameters are not identified
     interior: float = 0.0  # simplex starts are moved this far into the interior
     nuts_warning: str | None = None  # why NUTS is expected to struggle
+    # the declaration's keyword settings under which, given no data, it draws data
+    # shaped as its positional data arguments (called with them): replicated data
+    replicate: Callable[..., dict] | None = None
 
 
 def site_shape(site: Site, sizes: dict) -> tuple[int, ...]:
