@@ -179,9 +179,10 @@ def spca_model(
     if X is None:
         return
     if tempered:  # p(x|z)^alpha = N(x | ., sigma2_x / alpha) * c(alpha, sigma2_x)
-        n_x = jnp.sum(~jnp.isnan(X))
+        n_x = jnp.sum(~jnp.isnan(X), axis=1)  # per row: each row's term of the objective
         log_c = 0.5 * (1 - alpha) * (LOG_2PI + jnp.log(sigma2_x)) - 0.5 * jnp.log(alpha)
-        numpyro.factor("alpha_weight", n_x * log_c)
+        with numpyro.plate("rows_alpha", n_samples):
+            numpyro.factor("alpha_weight", n_x * log_c)
     loc, factor = _conditional_y(X, W_x, W_y, mu_x, mu_y, x_noise, sigma2_y)
     noise = sigma2_y * jnp.ones(d_y)
     obs = y

@@ -426,3 +426,73 @@ def test_refusals_name_the_problem():
         promax.standard_errors(X)
     with pytest.raises(ValueError, match="not available for PCA"):
         latentlab.PCA(2).fit(X).standard_errors(X)
+
+
+# ----------------------------------------------------------------- supervised PCA
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_supervised_pca_standard_errors_are_the_tempered_objectives_sandwich(alpha):
+    """At alpha = 1 the fit maximises the joint likelihood of (x, y): the oracle is the
+    inverse finite-difference Hessian.  Otherwise it maximises sum_i F_i, each row's
+    log N((x_i, y_i) | mu, W W^T + diag(sigma2_x / alpha, sigma2_y)) plus its x
+    entries' log c(alpha, sigma2_x) (the tempered likelihood, declared in
+    models/supervised_pca.py), an M-estimator: the oracle is H^-1 B H^-1 with B the
+    rows' finite-difference score outer products."""
+    from oracles import planted_low_rank
+
+    # two strong factors (on wine's columns the tempered fit at alpha = 0.5 drops the
+    # second: a zero column has no principal axis to differentiate)
+    V_planted, _, _ = planted_low_rank(n=150, d=6, rank=2, noise=0.5, seed=3)
+    X, y = V_planted[:, :5], V_planted[:, 5]
+    d_x, K = X.shape[1], 2
+    V_data = np.column_stack([X, y])
+    D = d_x + 1
+    model = latentlab.SupervisedPCA(K, alpha=alpha, tol=1e-12, max_iter=50000).fit(X, y)
+    W0 = np.vstack([model.params_["W_x"], model.params_["W_y"]])
+    free = np.tril(np.ones((D, K), bool))
+
+    def unpack(x):
+        W = np.zeros((D, K))
+        W[free] = x[: free.sum()]
+        mu = x[free.sum() : free.sum() + D]
+        return W, mu, np.exp(x[-2]), np.exp(x[-1])
+
+    def row_objective(x):
+        W, mu, s2x, s2y = unpack(x)
+        C = W @ W.T + np.diag(np.r_[np.full(d_x, s2x / alpha), s2y])
+        L = np.linalg.cholesky(C)
+        z = np.linalg.solve(L, (V_data - mu).T)
+        log_normal = (
+            -0.5 * np.sum(z**2, axis=0) - np.sum(np.log(np.diag(L))) - 0.5 * D * np.log(2 * np.pi)
+        )
+        log_c = 0.5 * (1 - alpha) * (np.log(2 * np.pi) + np.log(s2x)) - 0.5 * np.log(alpha)
+        return log_normal + d_x * log_c
+
+    x0 = np.concatenate(
+        [
+            _lower_gauge(W0)[free],
+            np.r_[model.params_["mu_x"], model.params_["mu_y"]],
+            np.log([model.params_["sigma2_x"], model.params_["sigma2_y"]]),
+        ]
+    )
+
+    def reported(x):
+        W, mu, s2x, s2y = unpack(x)
+        frame = _principal_axes(W, np.ones(D), W0)
+        return np.concatenate([frame[:d_x].ravel(), frame[d_x:].ravel(), mu, [s2x, s2y]])
+
+    H_inverse = np.linalg.inv(-_fd_hessian(lambda x: row_objective(x).sum(), x0))
+    if alpha == 1.0:
+        V = H_inverse
+    else:
+        scores = _fd_jacobian(row_objective, x0)  # (n, p)
+        V = H_inverse @ (scores.T @ scores) @ H_inverse
+    J = _fd_jacobian(reported, x0)
+    oracle = np.sqrt(np.diag(J @ V @ J.T))
+    table = model.standard_errors(X, y)  # the default: observed at 1, sandwich otherwise
+    np.testing.assert_allclose(table.estimate.to_numpy(), reported(x0), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(table.std_error.to_numpy(), oracle, rtol=2e-4)
+    if alpha != 1.0:
+        with pytest.raises(ValueError, match="alpha-weighted.*sandwich"):
+            model.standard_errors(X, y, vcov="observed")

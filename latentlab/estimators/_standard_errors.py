@@ -25,6 +25,7 @@ __all__ = [
     "estimates_table",
     "to_data_units",
     "principal_frame",
+    "supervised_estimates",
 ]
 
 
@@ -68,7 +69,7 @@ def _hook(est):
 
 
 def covariance_of_estimates(
-    est, X, y=None, *, vcov="observed", n_bootstrap=200, random_state=None
+    est, X, y=None, *, vcov=None, n_bootstrap=200, random_state=None
 ) -> EstimateCovariance:
     """:class:`~latentlab.inference.information.EstimateCovariance` of ``est``'s fit
     on its training data ``X``."""
@@ -77,7 +78,16 @@ def covariance_of_estimates(
     from latentlab.inference.posterior.laplace import UnconstrainedCoordinates
 
     check_is_fitted(est)
+    # an M-estimator (a tempered objective) has no information-based covariance of its own
+    m_estimator = getattr(est, "_m_estimator", lambda: None)()
+    if vcov is None:
+        vcov = "observed" if m_estimator is None else "sandwich"
     check_option("vcov", vcov, VCOV)
+    if m_estimator is not None and vcov in ("observed", "expected"):
+        raise ValueError(
+            f"vcov={vcov!r} is not a covariance of {type(est).__name__}'s estimates: "
+            f"{m_estimator}; use vcov='sandwich' (the default) or 'bootstrap'"
+        )
     hook = _hook(est)
     if vcov == "bootstrap":
         return _bootstrap(est, X, y, n_bootstrap, random_state)
@@ -94,13 +104,23 @@ def covariance_of_estimates(
         loadings = problem.spec.loadings if reported.gauge else ()
         coords = UnconstrainedCoordinates(target.model, target.args, target.init, loadings)
         fixed = _fixed_coordinates(coords, reported.fixed)
-        expected = None
+        expected, loglik = None, None
         if reported.moments is not None:
-            expected = _expected_loglik(reported.moments, target.init, target.args[0])
+            groups = _pattern_statistics(target.args[0])
+            expected = _expected_loglik(reported.moments, target.init, groups)
+            if not problem.use_prior and len(groups) <= MAX_PATTERNS_PER_ROW * len(target.args[0]):
+                loglik = _gaussian_loglik(reported.moments, groups)
+
+        n_rows = len(np.asarray(target.args[0]))
 
         def row_loglik(values):
+            # every observed term of the fit's objective, row by row (supervised PCA's
+            # tempered objective adds a factor per row to its x and y sites)
             sites = log_likelihood(target.model, values, *target.args, batch_ndims=0)
-            return sum(sites[name] for name in problem.spec.observed)
+            shapes = {name: np.shape(term) for name, term in sites.items()}
+            if any(shape != (n_rows,) for shape in shapes.values()):
+                raise ValueError(f"the objective's terms are not per row: {shapes}")
+            return sum(sites.values())
 
         result = estimate_covariance(
             coords,
@@ -109,9 +129,10 @@ def covariance_of_estimates(
             vcov=vcov,
             row_loglik=row_loglik,
             expected_loglik=expected,
+            log_density=loglik,
             fixed=fixed,
         )
-        _check_maximum(est, result.newton_decrement, n_rows=len(np.asarray(target.args[0])))
+        _check_maximum(est, result.newton_decrement, n_rows=n_rows)
     return result
 
 
@@ -183,33 +204,65 @@ def _matched_columns(L, reference):
     return order, np.where(signs == 0, 1.0, signs)
 
 
-def _expected_loglik(moments, point, X):
-    """``values -> sum_i E[log N(x_io | mu_o, Sigma_oo)]``, the expectation under the
-    fitted moments, each row on its observed entries (rows grouped by pattern)."""
+# Gaussian rows grouped by their pattern of observed entries: one d x d algebra per
+# pattern instead of one low-rank solve per row, so the Hessian's cost stops growing
+# with n -- when the patterns are few (complete data: one).  Above this many patterns
+# per row the declaration's own row-by-row likelihood is differentiated instead.
+MAX_PATTERNS_PER_ROW = 0.1
+
+
+def _pattern_statistics(X):
+    """Per pattern of observed entries: its mask, row count, and the observed block's
+    sample mean and (ddof=0) scatter, in NumPy."""
+    X = np.asarray(X, np.float64)
+    observed = ~np.isnan(X)
+    if observed.all():  # one pattern: spare the rows' sort
+        mean = X.mean(axis=0)
+        return [(np.arange(X.shape[1]), len(X), mean, (X - mean).T @ (X - mean) / len(X))]
+    patterns, inverse, counts = np.unique(observed, axis=0, return_inverse=True, return_counts=True)
+    groups = []
+    for k, (pattern, count) in enumerate(zip(patterns, counts, strict=True)):
+        o = np.flatnonzero(pattern)
+        if o.size == 0:
+            continue
+        rows = X[np.ravel(inverse) == k][:, o]
+        mean = rows.mean(axis=0)
+        groups.append((o, int(count), mean, (rows - mean).T @ (rows - mean) / count))
+    return groups
+
+
+def _gaussian_loglik(moments, groups):
+    """``values -> sum_i log N(x_io | mu_o, Sigma_oo)`` up to a constant, from each
+    pattern's statistics ``(o, count, mean, scatter)``: the Gaussian-rows
+    log-likelihood as a function of the moments alone."""
     import jax
     import jax.numpy as jnp
 
-    mean0, cov0 = jax.tree.map(np.asarray, moments(point))
-    observed = ~np.isnan(np.asarray(X))
-    patterns, counts = np.unique(observed, axis=0, return_counts=True)
-
-    def expected(values):
+    def loglik(values):
         mean, cov = moments(values)
         total = 0.0
-        for pattern, count in zip(patterns, counts, strict=True):
-            o = np.flatnonzero(pattern)
-            if o.size == 0:
-                continue
-            C = cov[np.ix_(o, o)]
-            gap = mean[o] - mean0[o]
-            second = cov0[np.ix_(o, o)] + jnp.outer(gap, gap)
-            chol = jnp.linalg.cholesky(C)
+        for o, count, row_mean, scatter in groups:
+            chol = jnp.linalg.cholesky(cov[np.ix_(o, o)])
+            gap = row_mean - mean[o]
+            second = scatter + jnp.outer(gap, gap)
             log_det = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
             trace = jnp.trace(jax.scipy.linalg.cho_solve((chol, True), second))
             total = total - 0.5 * count * (log_det + trace)
         return total
 
-    return expected
+    return loglik
+
+
+def _expected_loglik(moments, point, groups):
+    """``values -> sum_i E[log N(x_io | mu_o, Sigma_oo)]``, the expectation under the
+    fitted moments, each row on its observed entries: the log-likelihood of each
+    pattern's rows (``groups``, :func:`_pattern_statistics`) with their mean and
+    scatter replaced by the fitted ones."""
+    import jax
+
+    mean0, cov0 = jax.tree.map(np.asarray, moments(point))
+    expected = [(o, count, mean0[o], cov0[np.ix_(o, o)]) for o, count, _, _ in groups]
+    return _gaussian_loglik(moments, expected)
 
 
 def _fixed_coordinates(coords, fixed_sites) -> np.ndarray:
@@ -592,3 +645,46 @@ def mixture_estimates(est, problem, X):
         }
 
     return Reported(report, labels, {}, False, align=align, at_fit=at_fit)
+
+
+def supervised_estimates(est, problem, X):
+    """Supervised PCA: ``W_x`` and ``W_y`` on the principal axes of the stacked
+    loadings (as the fit reports them: their common rotation is not identified),
+    ``mu_x``, ``mu_y``, ``sigma2_x`` and ``sigma2_y``, from the tempered objective the
+    fit maximises (the likelihood at ``alpha = 1``)."""
+    import jax.numpy as jnp
+
+    spec = problem.spec
+    d_x, K = np.shape(est.params_["W_x"])
+    d_y = np.shape(est.params_["W_y"])[0]
+    stacked = np.vstack([est.params_["W_x"], est.params_["W_y"]])
+    reference = jnp.asarray(stacked)
+    units = jnp.ones(d_x + d_y)
+    names = ("mu_x", "mu_y", "sigma2_x", "sigma2_y")
+
+    def report(values):
+        v = to_data_units(spec, values, problem.standardisation)
+        W = principal_frame(jnp.concatenate([v["W_x"], v["W_y"]]), units, reference)
+        return {"W_x": W[:d_x], "W_y": W[d_x:], **{name: v[name] for name in names}}
+
+    features, targets = list(problem.coords["feature"]), list(problem.coords["target"])
+    components = list(range(K))
+    labels = {
+        "W_x": [features, components],
+        "W_y": [targets, components],
+        "mu_x": [features],
+        "mu_y": [targets],
+        "sigma2_x": [],
+        "sigma2_y": [],
+    }
+
+    def align(values, reference):
+        both = np.vstack([values["W_x"], values["W_y"]])
+        order, signs = _matched_columns(both, np.vstack([reference["W_x"], reference["W_y"]]))
+        both = both[:, order] * signs
+        return dict(values, W_x=both[:d_x], W_y=both[d_x:])
+
+    def at_fit():
+        return {name: np.asarray(est.params_[name]) for name in ("W_x", "W_y", *names)}
+
+    return Reported(report, labels, {}, True, align=align, at_fit=at_fit)

@@ -394,7 +394,7 @@ class LatentEstimator(BaseEstimator):
 
     @available_if(_is_generative)
     def covariance_of_estimates(
-        self, X, y=None, *, vcov: str = "observed", n_bootstrap: int = 200, random_state=None
+        self, X, y=None, *, vcov: str | None = None, n_bootstrap: int = 200, random_state=None
     ):
         """The estimates' covariance matrix from the information of the exact
         likelihood (missing entries marginalised), by the delta method.
@@ -415,7 +415,11 @@ class LatentEstimator(BaseEstimator):
             accepts them); refused if the fit is not a maximum of its likelihood.
         y : array, optional
             Targets, for supervised models.
-        vcov : {"observed", "expected", "sandwich"}, default="observed"
+        vcov : {"observed", "expected", "sandwich", "bootstrap"} or None, default=None
+            None: ``"observed"``, except for supervised PCA with ``alpha != 1``, whose
+            fit maximises an alpha-weighted objective (an M-estimator): there the
+            inverse information is not the estimates' covariance, and None means
+            ``"sandwich"`` (``"observed"`` is refused).
             ``"observed"``: the inverse observed information.  ``"expected"``: the
             inverse expected (Fisher) information, for PPCA and factor analysis: each
             row's observed block's expectation under the fitted model (with NaN
@@ -450,7 +454,7 @@ class LatentEstimator(BaseEstimator):
 
     @available_if(_is_generative)
     def standard_errors(
-        self, X, y=None, *, vcov: str = "observed", n_bootstrap: int = 200, random_state=None
+        self, X, y=None, *, vcov: str | None = None, n_bootstrap: int = 200, random_state=None
     ):
         """Standard errors of the fitted parameters, with Wald tests.
 
@@ -476,7 +480,7 @@ class LatentEstimator(BaseEstimator):
         y=None,
         *,
         level: float = 0.95,
-        vcov: str = "observed",
+        vcov: str | None = None,
         n_bootstrap: int = 200,
         random_state=None,
     ):

@@ -15,7 +15,7 @@ from latentlab._validation import (
     check_no_empty_columns,
     check_no_empty_rows,
 )
-from latentlab.estimators import _posterior_hooks
+from latentlab.estimators import _posterior_hooks, _standard_errors
 from latentlab.estimators.base import (
     LatentEstimator,
     jax_key,
@@ -87,11 +87,7 @@ class SupervisedPCA(
 
     _module = spca
     _generative = True  # score, bic, aic, n_parameters_, sample_posterior
-    # for standard_errors
-    _no_standard_errors = (
-        "its fit maximises an alpha-weighted (tempered) likelihood, whose information is "
-        "not the model's (a sandwich of it would be; not built yet)"
-    )
+    _reported_estimates = _standard_errors.supervised_estimates  # for standard_errors
     _settings = {
         **SETTINGS,
         "alpha": Real(0, None, closed="neither", finite=True),
@@ -390,6 +386,15 @@ class SupervisedPCA(
         """The NumPyro declaration with this fit's static settings bound."""
         check_is_fitted(self)
         return partial(spca.spca_model, n_components=self.n_components_, alpha=float(self.alpha))
+
+    def _m_estimator(self):
+        """Why the fit is an M-estimator (its objective not a likelihood), or None."""
+        if self.alpha == 1.0:
+            return None
+        return (
+            f"with alpha={self.alpha:g} the fit maximises an alpha-weighted objective, "
+            "whose information is not the estimates' inverse covariance"
+        )
 
     def score(self, X, y, sample_weight=None):
         """R^2 of :meth:`predict` (as for scikit-learn regressors)."""

@@ -91,6 +91,7 @@ def estimate_covariance(
     vcov: str = "observed",
     row_loglik: Callable | None = None,
     expected_loglik: Callable | None = None,
+    log_density: Callable | None = None,
     fixed=None,
 ) -> EstimateCovariance:
     """The delta-method covariance of ``report(coords.constrain(theta))`` at the fit.
@@ -102,8 +103,10 @@ def estimate_covariance(
     labels per axis of that array.  ``row_loglik(values) -> (n,)``: each row's
     log-likelihood (``vcov="sandwich"``).  ``expected_loglik(values)``: the expected
     log-likelihood under the fitted model, whose negative Hessian at the fit is the
-    expected information (``vcov="expected"``).  ``fixed`` (p,) bool: coordinates
-    held at a bound.
+    expected information (``vcov="expected"``).  ``log_density(values)``: the same
+    log density as ``coords.log_density`` up to a constant, computed another way
+    (Gaussian rows from their sufficient statistics); default ``coords``'.
+    ``fixed`` (p,) bool: coordinates held at a bound.
     """
     if vcov not in VCOV_TYPES:
         raise ValueError(f"vcov must be one of {VCOV_TYPES}, got {vcov!r}")
@@ -111,6 +114,11 @@ def estimate_covariance(
     p = theta0.shape[0]
     fixed = np.zeros(p, bool) if fixed is None else np.asarray(fixed, bool)
     free = np.flatnonzero(~fixed)
+
+    def objective(theta):
+        if log_density is None:
+            return coords.log_density(theta)
+        return log_density(coords.constrain(theta))
 
     def flat_report(theta):
         out = report(coords.constrain(theta))  # in the order of its names, as JAX's trees
@@ -120,7 +128,7 @@ def estimate_covariance(
     def derivatives(theta):
         # one program: the log density's gradient and Hessian, the report and its
         # Jacobian (each a compile of its own otherwise)
-        gradient = jax.grad(coords.log_density)
+        gradient = jax.grad(objective)
         hessian, g = jax.jacfwd(lambda t: (gradient(t), gradient(t)), has_aux=True)(theta)
         return g, hessian, flat_report(theta), jax.jacfwd(flat_report)(theta)
 
