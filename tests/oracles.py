@@ -78,3 +78,12 @@ def dense_conditional(X, mean, cov):
         filled[i, m] = mean[m] + gain @ (row[o] - mean[o])
         std[i, m] = np.sqrt(np.diag(cov[np.ix_(m, m)] - gain @ cov[np.ix_(o, m)]))
     return filled, std
+
+
+def planted_topics(n_documents=20, length=100, seed=0):
+    """Counts of two planted topics over ten words (each favours its own five), each
+    document ``length`` words from its Dirichlet(2, 2) mixture of them."""
+    rng = np.random.default_rng(seed)
+    phi = np.array([[0.14] * 5 + [0.06] * 5, [0.06] * 5 + [0.14] * 5])
+    theta = rng.dirichlet([2.0, 2.0], size=n_documents)
+    return np.vstack([rng.multinomial(length, t @ phi) for t in theta])

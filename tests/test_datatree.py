@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from oracles import hide_at_random, planted_low_rank  # noqa: E402
+from oracles import hide_at_random, planted_low_rank, planted_topics  # noqa: E402
 from scipy.stats import lognorm, multinomial, norm  # noqa: E402
 
 import latentlab  # noqa: E402
@@ -135,10 +135,7 @@ def test_point_tree_of_supervised_pca_replicates_x_and_y_jointly(data, targets):
 
 
 def test_point_tree_of_plsa_replicates_documents_of_the_same_lengths():
-    rng = np.random.default_rng(0)
-    phi = np.array([[0.14] * 5 + [0.06] * 5, [0.06] * 5 + [0.14] * 5])
-    theta = rng.dirichlet([2.0, 2.0], size=20)
-    X = np.vstack([rng.multinomial(100, t @ phi) for t in theta])
+    X = planted_topics()
     est = latentlab.PLSA(2, random_state=0).fit(X)
     tree = est.to_datatree(X, n_replicates=R, random_state=0)
     probabilities = est.params_["theta"] @ est.params_["phi"]

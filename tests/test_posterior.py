@@ -13,7 +13,7 @@ import warnings
 import arviz as az
 import numpy as np
 import pytest
-from oracles import dense_observed_loglik, hide_at_random, planted_low_rank
+from oracles import dense_observed_loglik, hide_at_random, planted_low_rank, planted_topics
 from scipy.linalg import orthogonal_procrustes
 from scipy.stats import multivariate_normal, special_ortho_group
 from sklearn.exceptions import NotFittedError
@@ -391,10 +391,7 @@ def test_supervised_draws_in_data_units_scored_by_joint_density(data, supervised
 def test_topic_draws_relabelled_and_scored_by_multinomial():
     from scipy.stats import multinomial
 
-    rng = np.random.default_rng(0)
-    phi = np.array([[0.14] * 5 + [0.06] * 5, [0.06] * 5 + [0.14] * 5])
-    theta = rng.dirichlet([2.0, 2.0], size=20)
-    X = np.vstack([rng.multinomial(100, t @ phi) for t in theta])
+    X = planted_topics()
     est = latentlab.PLSA(2, random_state=0).fit(X)
 
     def draws(problem):

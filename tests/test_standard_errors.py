@@ -496,3 +496,27 @@ def test_supervised_pca_standard_errors_are_the_tempered_objectives_sandwich(alp
     if alpha != 1.0:
         with pytest.raises(ValueError, match="alpha-weighted.*sandwich"):
             model.standard_errors(X, y, vcov="observed")
+
+
+def test_sandwich_differs_from_the_observed_information_only_under_misspecification():
+    """Normal rows: the sandwich estimates the same variance as the inverse information
+    (their ratio near 1).  Rows from a multivariate t with 6 degrees of freedom
+    (kurtosis 6 per coordinate, a normal's 3): the normal model's information
+    understates the variances' sampling variance by (kurtosis - 1) / 2 = 2.5, which the
+    sandwich recovers: standard-error ratio near sqrt(2.5) = 1.58."""
+    n, d = 3000, 3
+    rng = np.random.default_rng(11)
+    normal = rng.normal(size=(n, d))
+    heavy = normal / np.sqrt(rng.chisquare(6, size=(n, 1)) / 6)
+    ratios = {}
+    for name, X in (("normal", normal), ("t6", heavy)):
+        model = latentlab.GaussianMixture(1, covariance_type="full", tol=1e-12).fit(X)
+        observed = model.standard_errors(X)
+        sandwich = model.standard_errors(X, vcov="sandwich")
+        variances = [f"covariances[0, {j}, {j}]" for j in range(d)]
+        ratios[name] = (sandwich.std_error / observed.std_error)[variances].to_numpy()
+        # the means' variance is the covariance / n under both: no kurtosis in it
+        means = observed.parameter == "means"
+        np.testing.assert_allclose(sandwich.std_error[means], observed.std_error[means], rtol=0.05)
+    assert np.all(np.abs(ratios["normal"] - 1.0) < 0.1), ratios
+    assert np.all((ratios["t6"] > 1.3) & (ratios["t6"] < 2.0)), ratios

@@ -108,7 +108,7 @@ def covariance_of_estimates(
         if reported.moments is not None:
             groups = _pattern_statistics(target.args[0])
             expected = _expected_loglik(reported.moments, target.init, groups)
-            if not problem.use_prior and len(groups) <= MAX_PATTERNS_PER_ROW * len(target.args[0]):
+            if not problem.use_prior and len(groups) <= MAX_PATTERNS:
                 loglik = _gaussian_loglik(reported.moments, groups)
 
         n_rows = len(np.asarray(target.args[0]))
@@ -206,9 +206,10 @@ def _matched_columns(L, reference):
 
 # Gaussian rows grouped by their pattern of observed entries: one d x d algebra per
 # pattern instead of one low-rank solve per row, so the Hessian's cost stops growing
-# with n -- when the patterns are few (complete data: one).  Above this many patterns
-# per row the declaration's own row-by-row likelihood is differentiated instead.
-MAX_PATTERNS_PER_ROW = 0.1
+# with n -- when the patterns are few (complete data: one).  Each pattern is a block
+# of the compiled program: beyond a few (50 patterns of 500 rows: 8 s a call, mostly
+# compiling, against 1 s) the declaration's vectorised rows are differentiated.
+MAX_PATTERNS = 4
 
 
 def _pattern_statistics(X):
