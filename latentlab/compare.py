@@ -8,6 +8,7 @@ LOO, paired differences, the edge-of-grid note), ~120 of them docstrings.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Mapping
@@ -166,7 +167,10 @@ def _loo(est, X, y, supervised, method, random_state, loo_kwargs):
     """(elpd_loo, se, p_loo, indices of the rows with a high Pareto k)."""
     from latentlab.posterior import loo as psis_loo
 
-    kwargs = {"random_state": random_state, **loo_kwargs}
+    kwargs = {"random_state": random_state}
+    if "predictive" in inspect.signature(est.sample_posterior).parameters:
+        kwargs["predictive"] = False  # PSIS-LOO reads the log-likelihood only
+    kwargs.update(loo_kwargs)
     args = (X, y) if supervised else (X,)
     tree = est.sample_posterior(*args, method=method, **kwargs)
     with warnings.catch_warnings():
@@ -470,7 +474,8 @@ def compare(
         Seeds the folds, the document completion split and posterior sampling.
     loo : {"nuts", "svi", "laplace"} or None, default=None
         Also draw from each model's posterior, ``est.sample_posterior(X, method=loo,
-        random_state=random_state)`` on the model fitted to all of X, and report its
+        random_state=random_state)`` on the model fitted to all of X (without
+        replicated data sets: ``predictive=False`` where it takes it), and report its
         PSIS-LOO (:func:`latentlab.posterior.loo`: :func:`arviz.loo` for NUTS, the
         approximate-posterior correction for SVI and Laplace draws).
     loo_kwargs : dict, optional
